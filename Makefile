@@ -1,0 +1,70 @@
+# jobboard: see README.md. `make dev` runs the system locally, `make test`
+# runs lint and every test against a real PostgreSQL.
+SHELL := bash
+GO    ?= go
+
+# Tools are pinned and built once per machine, outside the clone, so CI's
+# fresh clones reuse them.
+TOOLS_DIR             ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/jobboard-tools
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT         := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+# The npm stand-ins for SQS and SES (see .ci/localaws/package.json).
+LOCALAWS := .ci/localaws/node_modules/.package-lock.json
+
+WITH_PG := .ci/with-postgres.sh
+
+# Lambda builds: provided.al2023 on arm64, one static bootstrap per function.
+ARTIFACTS_DIR ?= build
+LAMBDA_GOFLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
+LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
+
+.PHONY: dev test lint bench migrate build localaws
+.PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction
+
+## dev: run the API on 127.0.0.1:8080 (or PORT) against a local PostgreSQL.
+dev:
+	$(WITH_PG) $(GO) run ./functions/api
+
+## test: lint, then every test with the race detector.
+test: lint $(LOCALAWS)
+	$(WITH_PG) $(GO) test -race -count=1 ./...
+
+## lint: gofmt, go vet and golangci-lint (pinned).
+lint: $(GOLANGCI_LINT)
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go') 2>&1); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GOLANGCI_LINT) run ./...
+
+$(GOLANGCI_LINT):
+	mkdir -p $(TOOLS_DIR)/tmp
+	GOBIN=$(TOOLS_DIR)/tmp $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(TOOLS_DIR)/tmp/golangci-lint $@
+
+## bench: the benchmarks, reported as ratios against baselines of the same run.
+bench: $(LOCALAWS)
+	$(WITH_PG) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+## migrate: apply the schema migrations to the database at DATABASE_URL.
+migrate:
+	$(GO) run ./functions/api migrate
+
+## localaws: install the SQS and SES stand-ins used by tests and `make dev`.
+localaws: $(LOCALAWS)
+$(LOCALAWS): .ci/localaws/package.json .ci/localaws/package-lock.json
+	npm ci --prefix .ci/localaws --no-audit --no-fund --loglevel=error
+
+## build: every Lambda's bootstrap into build/<function>/, without SAM.
+build:
+	$(MAKE) build-ApiFunction ARTIFACTS_DIR=build/api
+	$(MAKE) build-WorkerFunction ARTIFACTS_DIR=build/worker
+	$(MAKE) build-SweeperFunction ARTIFACTS_DIR=build/sweeper
+
+# build-<LogicalId>: what `sam build` calls (BuildMethod: makefile).
+build-ApiFunction:
+	$(LAMBDA_BUILD) ./functions/api
+build-WorkerFunction:
+	$(LAMBDA_BUILD) ./functions/worker
+build-SweeperFunction:
+	$(LAMBDA_BUILD) ./functions/sweeper

@@ -1,0 +1,222 @@
+package jobboard
+
+import (
+	"context"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// JobStatus says whether a job accepts applications.
+type JobStatus string
+
+// The job statuses.
+const (
+	JobOpen   JobStatus = "open"
+	JobClosed JobStatus = "closed"
+)
+
+// Valid reports whether s is a known job status.
+func (s JobStatus) Valid() bool { return s == JobOpen || s == JobClosed }
+
+// EmploymentType is the kind of contract a job offers.
+type EmploymentType string
+
+// The employment types.
+const (
+	FullTime   EmploymentType = "full_time"
+	PartTime   EmploymentType = "part_time"
+	Contract   EmploymentType = "contract"
+	Internship EmploymentType = "internship"
+	Temporary  EmploymentType = "temporary"
+)
+
+// EmploymentTypes lists every valid employment type, in display order.
+var EmploymentTypes = []EmploymentType{FullTime, PartTime, Contract, Internship, Temporary}
+
+// Valid reports whether t is a known employment type.
+func (t EmploymentType) Valid() bool {
+	for _, v := range EmploymentTypes {
+		if t == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Salary is a yearly pay range in whole units of Currency (ISO 4217).
+type Salary struct {
+	Min      int64  `json:"min"`
+	Max      int64  `json:"max"`
+	Currency string `json:"currency"`
+}
+
+// Job is a position offered by a company.
+type Job struct {
+	ID             int64          `json:"id"`
+	CompanyID      int64          `json:"company_id"`
+	Title          string         `json:"title"`
+	Description    string         `json:"description"`
+	Location       string         `json:"location"`
+	Remote         bool           `json:"remote"`
+	EmploymentType EmploymentType `json:"employment_type"`
+	Salary         *Salary        `json:"salary"`
+	Status         JobStatus      `json:"status"`
+	CreatedAt      time.Time      `json:"created_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
+}
+
+// Limits on job input.
+const (
+	MaxTitleLen    = 200
+	MaxLocationLen = 200
+	MaxSalary      = 100_000_000
+)
+
+// NewJob is the input of a job.
+type NewJob struct {
+	Title          string         `json:"title"`
+	Description    string         `json:"description"`
+	Location       string         `json:"location"`
+	Remote         bool           `json:"remote"`
+	EmploymentType EmploymentType `json:"employment_type"`
+	Salary         *Salary        `json:"salary"`
+}
+
+// Normalize trims surrounding white space and upper-cases the currency.
+func (j *NewJob) Normalize() {
+	j.Title = strings.TrimSpace(j.Title)
+	j.Location = strings.TrimSpace(j.Location)
+	if j.Salary != nil {
+		j.Salary.Currency = strings.ToUpper(strings.TrimSpace(j.Salary.Currency))
+	}
+}
+
+// Validate returns a *ValidationError naming every invalid field.
+func (j NewJob) Validate() error {
+	p := problems{}
+	requiredText(p, "title", j.Title, MaxTitleLen)
+	requiredText(p, "description", j.Description, MaxDescriptionLen)
+	if utf8.RuneCountInString(j.Location) > MaxLocationLen {
+		p.add("location", "must be at most %d characters", MaxLocationLen)
+	}
+	if !j.EmploymentType.Valid() {
+		p.add("employment_type", "must be one of %v", EmploymentTypes)
+	}
+	validateSalary(p, j.Salary)
+	return p.err()
+}
+
+func validateSalary(p problems, s *Salary) {
+	if s == nil {
+		return
+	}
+	if s.Min < 0 || s.Min > MaxSalary {
+		p.add("salary.min", "must be between 0 and %d", MaxSalary)
+	}
+	if s.Max < s.Min || s.Max > MaxSalary {
+		p.add("salary.max", "must be at least salary.min and at most %d", MaxSalary)
+	}
+	if len(s.Currency) != 3 || strings.ToUpper(s.Currency) != s.Currency || strings.ContainsFunc(s.Currency, func(r rune) bool { return r < 'A' || r > 'Z' }) {
+		p.add("salary.currency", "must be a three-letter ISO 4217 code")
+	}
+}
+
+// JobPatch is a partial update of a job; nil fields stay as they are.
+// SetSalary with a nil Salary removes the salary.
+type JobPatch struct {
+	Title          *string
+	Description    *string
+	Location       *string
+	Remote         *bool
+	EmploymentType *EmploymentType
+	SetSalary      bool
+	Salary         *Salary
+	Status         *JobStatus
+}
+
+// Apply returns job with the patch applied, and a *ValidationError when the
+// result is invalid.
+func (p JobPatch) Apply(job Job) (Job, error) {
+	if p.Title != nil {
+		job.Title = strings.TrimSpace(*p.Title)
+	}
+	if p.Description != nil {
+		job.Description = *p.Description
+	}
+	if p.Location != nil {
+		job.Location = strings.TrimSpace(*p.Location)
+	}
+	if p.Remote != nil {
+		job.Remote = *p.Remote
+	}
+	if p.EmploymentType != nil {
+		job.EmploymentType = *p.EmploymentType
+	}
+	if p.SetSalary {
+		job.Salary = p.Salary
+		if job.Salary != nil {
+			job.Salary.Currency = strings.ToUpper(strings.TrimSpace(job.Salary.Currency))
+		}
+	}
+	if p.Status != nil {
+		job.Status = *p.Status
+	}
+	nj := NewJob{Title: job.Title, Description: job.Description, Location: job.Location,
+		Remote: job.Remote, EmploymentType: job.EmploymentType, Salary: job.Salary}
+	err := nj.Validate()
+	if !job.Status.Valid() {
+		ve, _ := err.(*ValidationError)
+		if ve == nil {
+			ve = &ValidationError{}
+		}
+		ve.Fields = append(ve.Fields, FieldError{Field: "status", Detail: `must be "open" or "closed"`})
+		err = ve
+	}
+	return job, err
+}
+
+// Page limits.
+const (
+	DefaultPageSize = 20
+	MaxPageSize     = 100
+)
+
+// JobFilter selects jobs for a search. Zero values mean "any".
+type JobFilter struct {
+	// Query is full-text search over title and description (web-search syntax).
+	Query          string
+	Location       string
+	Remote         *bool
+	EmploymentType EmploymentType
+	// SalaryMin keeps jobs whose salary range reaches at least this amount.
+	SalaryMin *int64
+	CompanyID *int64
+	// Limit is the page size, 1 to MaxPageSize.
+	Limit int
+	// After continues from the cursor of a previous page (zero: first page).
+	After int64
+}
+
+// Page is one page of a keyset-paginated list. NextAfter is zero on the last
+// page; the HTTP layer turns it into an opaque cursor.
+type Page[T any] struct {
+	Items     []T
+	NextAfter int64
+}
+
+// JobStore keeps jobs.
+type JobStore interface {
+	// CreateJob stores a job of the company. Errors: ErrNotFound when the
+	// company does not exist or the actor is not its member.
+	CreateJob(ctx context.Context, actor Actor, companyID int64, j NewJob) (Job, error)
+	// Job returns an open job, or a closed one to a member of its company.
+	// Errors: ErrNotFound.
+	Job(ctx context.Context, actor *Actor, id int64) (Job, error)
+	// UpdateJob applies a patch to a job of a company the actor is a member
+	// of. Errors: ErrNotFound, *ValidationError.
+	UpdateJob(ctx context.Context, actor Actor, id int64, p JobPatch) (Job, error)
+	// SearchJobs returns open jobs matching f, newest first; a member filtering
+	// by its own company also sees closed ones. actor may be nil.
+	SearchJobs(ctx context.Context, actor *Actor, f JobFilter) (Page[Job], error)
+}
