@@ -12,8 +12,10 @@ reachable() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 if [ -n "${DATABASE_URL:-}" ]; then
   exec "$@"
 fi
-if reachable 127.0.0.1 5432; then
-  export DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+# PG_PROBE_PORT exists so the throwaway path can be exercised on a machine
+# that does run a server on 5432.
+if reachable 127.0.0.1 "${PG_PROBE_PORT:-5432}"; then
+  export DATABASE_URL="postgres://postgres@127.0.0.1:${PG_PROBE_PORT:-5432}/postgres?sslmode=disable"
   exec "$@"
 fi
 
@@ -34,6 +36,7 @@ fi
 
 dir=$(mktemp -d /tmp/jobboard-pg.XXXXXX)
 port=${PGTEMP_PORT:-55432}
+while reachable 127.0.0.1 "$port"; do port=$((port + 1)); done
 as_pg=()
 if [ "$(id -u)" = 0 ]; then
   chown postgres "$dir"

@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+)
+
+var _ jobboard.CompanyStore = (*DB)(nil)
+
+// companyColumns is the column list that scanCompany reads, in order.
+const companyColumns = `c.id, c.name, c.description, c.website, c.created_by, c.created_at`
+
+func scanCompany(row pgx.CollectableRow) (jobboard.Company, error) {
+	var c jobboard.Company
+	err := row.Scan(&c.ID, &c.Name, &c.Description, &c.Website, &c.CreatedBy, &c.CreatedAt)
+	return c, err
+}
+
+// createCompanySQL inserts the company only when the actor is an employer
+// according to the users table, not only according to the token.
+const createCompanySQL = `
+INSERT INTO companies AS c (name, description, website, created_by)
+SELECT $1, $2, $3, u.id
+FROM users u
+WHERE u.id = $4 AND u.role = 'employer'
+RETURNING ` + companyColumns
+
+const addCompanyMemberSQL = `
+INSERT INTO company_members (company_id, user_id) VALUES ($1, $2)`
+
+// CreateCompany stores a company and makes the actor its first member, in
+// one transaction. Errors: jobboard.ErrForbidden when the actor is not an
+// employer.
+func (db *DB) CreateCompany(ctx context.Context, actor jobboard.Actor, nc jobboard.NewCompany) (jobboard.Company, error) {
+	if actor.Role != jobboard.RoleEmployer {
+		return jobboard.Company{}, fmt.Errorf("create company: %w", jobboard.ErrForbidden)
+	}
+	var c jobboard.Company
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, createCompanySQL, nc.Name, nc.Description, nc.Website, actor.UserID)
+		var err error
+		c, err = pgx.CollectExactlyOneRow(rows, scanCompany)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return jobboard.ErrForbidden
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, addCompanyMemberSQL, c.ID, actor.UserID)
+		return err
+	})
+	if err != nil {
+		return jobboard.Company{}, fmt.Errorf("create company: %w", err)
+	}
+	return c, nil
+}
+
+const companySQL = `
+SELECT ` + companyColumns + `
+FROM companies c
+WHERE c.id = $1`
+
+// Company returns a company. Errors: jobboard.ErrNotFound.
+func (db *DB) Company(ctx context.Context, id int64) (jobboard.Company, error) {
+	rows, _ := db.pool.Query(ctx, companySQL, id)
+	c, err := pgx.CollectExactlyOneRow(rows, scanCompany)
+	if err != nil {
+		return jobboard.Company{}, fmt.Errorf("company %d: %w", id, notFound(err))
+	}
+	return c, nil
+}
