@@ -22,9 +22,12 @@ LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldf
 .PHONY: dev test lint bench migrate build localaws
 .PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction
 
-## dev: run the API on 127.0.0.1:8080 (or PORT) against a local PostgreSQL.
-dev:
-	$(WITH_PG) $(GO) run ./functions/api
+## dev: the whole system on this machine (see internal/devstack): PostgreSQL,
+## the SQS and SES stand-ins, the API on 127.0.0.1:8080 (or PORT), the worker
+## polling the queue, the sweeper on a timer, and a seeded demo. Ctrl-C stops it.
+dev: $(LOCALAWS)
+	$(GO) build -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/dev
+	$(WITH_PG) build/dev/dev -bin build/dev
 
 ## test: lint, then every test with the race detector.
 test: lint $(LOCALAWS)

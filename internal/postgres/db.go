@@ -71,6 +71,7 @@ const (
 	uniqueViolation     = "23505"
 	foreignKeyViolation = "23503"
 	lockNotAvailable    = "55P03"
+	duplicateDatabase   = "42P04"
 )
 
 // pgCode returns the SQLSTATE of a PostgreSQL error, or "".

@@ -1,0 +1,154 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// Demo is the seeded data: an employer with a company and an open job, and
+// a candidate who applied to it.
+type Demo struct {
+	EmployerEmail  string
+	CandidateEmail string
+	Password       string
+	EmployerToken  string
+	CandidateToken string
+	CompanyID      int64
+	JobID          int64
+	ApplicationID  int64
+}
+
+// The demo accounts. The password is printed in the banner: this is a local
+// demo, not a credential.
+const (
+	demoEmployer  = "employer@demo.jobboard.localhost"
+	demoCandidate = "candidate@demo.jobboard.localhost"
+	demoPassword  = "demo-password-1"
+)
+
+// seedDemo creates the demo through the public API. On a database that has
+// it already (a second `make dev`), it signs in and finds it again.
+func seedDemo(ctx context.Context, api string) (Demo, error) {
+	d := Demo{EmployerEmail: demoEmployer, CandidateEmail: demoCandidate, Password: demoPassword}
+	c := client{base: api}
+	var err error
+	if d.EmployerToken, err = c.signUp(ctx, demoEmployer, "Erin Employer", "employer"); err != nil {
+		return d, err
+	}
+	if d.CandidateToken, err = c.signUp(ctx, demoCandidate, "Cam Candidate", "candidate"); err != nil {
+		return d, err
+	}
+	var mine struct {
+		Items []struct {
+			ID    int64 `json:"id"`
+			JobID int64 `json:"job_id"`
+		} `json:"items"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/me/applications", d.CandidateToken, nil, http.StatusOK, &mine); err != nil {
+		return d, err
+	}
+	if len(mine.Items) > 0 {
+		d.ApplicationID, d.JobID = mine.Items[0].ID, mine.Items[0].JobID
+		var job struct {
+			CompanyID int64 `json:"company_id"`
+		}
+		err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", d.JobID), d.EmployerToken, nil, http.StatusOK, &job)
+		d.CompanyID = job.CompanyID
+		return d, err
+	}
+
+	var company, job, app struct {
+		ID int64 `json:"id"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/v1/companies", d.EmployerToken, map[string]any{
+		"name": "Acme Rockets", "description": "We build rockets.", "website": "https://acme.example",
+	}, http.StatusCreated, &company); err != nil {
+		return d, err
+	}
+	if err := c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/companies/%d/jobs", company.ID), d.EmployerToken, map[string]any{
+		"title":           "Senior Go Engineer",
+		"description":     "Build serverless Go services on AWS: Lambda, SQS, SES and PostgreSQL.",
+		"location":        "Berlin",
+		"remote":          true,
+		"employment_type": "full_time",
+		"salary":          map[string]any{"min": 80000, "max": 110000, "currency": "EUR"},
+	}, http.StatusCreated, &job); err != nil {
+		return d, err
+	}
+	if err := c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/jobs/%d/applications", job.ID), d.CandidateToken, map[string]any{
+		"cover_letter": "I would love to build this with you.",
+	}, http.StatusCreated, &app); err != nil {
+		return d, err
+	}
+	d.CompanyID, d.JobID, d.ApplicationID = company.ID, job.ID, app.ID
+	return d, nil
+}
+
+// client is a minimal JSON client of the API.
+type client struct{ base string }
+
+// signUp registers an account, or signs in when it exists, and returns a token.
+func (c client) signUp(ctx context.Context, email, name, role string) (string, error) {
+	var out struct {
+		Token string `json:"token"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/auth/register", "", map[string]any{
+		"email": email, "password": demoPassword, "name": name, "role": role,
+	}, http.StatusCreated, &out)
+	if se := (*statusError)(nil); errors.As(err, &se) && se.got == http.StatusConflict {
+		err = c.do(ctx, http.MethodPost, "/v1/auth/login", "", map[string]any{
+			"email": email, "password": demoPassword,
+		}, http.StatusOK, &out)
+	}
+	return out.Token, err
+}
+
+type statusError struct {
+	method, path string
+	got, want    int
+	body         string
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s %s: status %d, want %d: %s", e.method, e.path, e.got, e.want, e.body)
+}
+
+func (c client) do(ctx context.Context, method, path, token string, in any, want int, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode != want {
+		return &statusError{method: method, path: path, got: resp.StatusCode, want: want, body: string(b)}
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: decode: %w", method, path, err)
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+// Package devstack runs the whole job board on one machine, for `make dev`:
+// the SQS and SES stand-ins, the queue and dead-letter queue that
+// template.yaml declares, and the three function binaries in their local
+// modes (the API serving HTTP, the worker polling the queue the way the
+// Lambda event source mapping does, the sweeper on a timer). It seeds a small
+// demo through the public API and prints what to try.
+//
+// The binaries are the same programs that run in Lambda: each one serves
+// locally when AWS_LAMBDA_RUNTIME_API is not set.
+package devstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/jobboard/jobboard/internal/localaws"
+	"github.com/jobboard/jobboard/internal/postgres"
+)
+
+// Config says where things run. Zero ports pick free ones.
+type Config struct {
+	// ServerURL names a PostgreSQL server; the stack uses (and creates) the
+	// database Database on it.
+	ServerURL string
+	Database  string
+	// BinDir holds the api, worker and sweeper binaries built for this host.
+	BinDir  string
+	APIPort int
+	SQSPort int
+	SESPort int
+	// Queue is the main queue's configuration, as template.yaml declares it.
+	Queue QueueSettings
+	// SweepInterval is how often the local sweeper runs.
+	SweepInterval time.Duration
+	// Out receives the children's logs and the banner.
+	Out io.Writer
+}
+
+// QueueSettings are the attributes of the status-events queue.
+type QueueSettings struct {
+	Name              string
+	VisibilityTimeout int
+	MaxReceiveCount   int
+}
+
+// Stack describes a running stack.
+type Stack struct {
+	APIURL      string
+	SQSEndpoint string
+	SESEndpoint string
+	QueueURL    string
+	DLQURL      string
+	Demo        Demo
+}
+
+// MailFrom is the sender address of the local stack's emails.
+const MailFrom = "jobs@jobboard.localhost"
+
+// Run starts the stack, calls ready once everything answers and the demo is
+// seeded, and runs until ctx is done; then it stops everything it started.
+// Errors: anything that kept the stack from starting, or a child that exited
+// on its own.
+func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	dbURL, err := postgres.EnsureDatabase(ctx, cfg.ServerURL, cfg.Database)
+	if err != nil {
+		return err
+	}
+	sqsSrv, err := localaws.StartSQS(ctx, localaws.WithPort(cfg.SQSPort))
+	if err != nil {
+		return fmt.Errorf("start SQS stand-in: %w", err)
+	}
+	defer sqsSrv.Close()
+	sesSrv, err := localaws.StartSES(ctx, localaws.WithPort(cfg.SESPort))
+	if err != nil {
+		return fmt.Errorf("start SES stand-in: %w", err)
+	}
+	defer sesSrv.Close()
+
+	queueURL, dlqURL, err := localaws.CreateQueueWithDLQ(ctx, localaws.NewSQSClient(sqsSrv.Endpoint),
+		cfg.Queue.Name, cfg.Queue.VisibilityTimeout, cfg.Queue.MaxReceiveCount)
+	if err != nil {
+		return err
+	}
+
+	apiPort := cfg.APIPort
+	if apiPort == 0 {
+		if apiPort, err = freePort(); err != nil {
+			return err
+		}
+	}
+	st := Stack{
+		APIURL:      "http://127.0.0.1:" + strconv.Itoa(apiPort),
+		SQSEndpoint: sqsSrv.Endpoint,
+		SESEndpoint: sesSrv.Endpoint,
+		QueueURL:    queueURL,
+		DLQURL:      dlqURL,
+	}
+	env := []string{
+		"DATABASE_URL=" + dbURL,
+		"JWT_SECRET=" + randomSecret(),
+		"STATUS_EVENTS_QUEUE_URL=" + queueURL,
+		"MAIL_FROM=" + MailFrom,
+		"LOG_LEVEL=INFO",
+		"AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=local",
+		"AWS_SECRET_ACCESS_KEY=local",
+		"AWS_ENDPOINT_URL_SQS=" + sqsSrv.Endpoint,
+		"AWS_ENDPOINT_URL_SESV2=" + sesSrv.Endpoint,
+		"PORT=" + strconv.Itoa(apiPort),
+		"SWEEP_INTERVAL=" + cfg.SweepInterval.String(),
+	}
+
+	// The API migrates the database on start; the others wait for it.
+	children := newGroup(cfg.Out, cancel)
+	defer children.stop()
+	if err := children.start(ctx, "api", filepath.Join(cfg.BinDir, "api"), env); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, st.APIURL+"/readyz"); err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	for _, name := range []string{"worker", "sweeper"} {
+		if err := children.start(ctx, name, filepath.Join(cfg.BinDir, name), env); err != nil {
+			return err
+		}
+	}
+	if st.Demo, err = seedDemo(ctx, st.APIURL); err != nil {
+		return fmt.Errorf("seed demo: %w", err)
+	}
+	ready(st)
+	<-ctx.Done()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// randomSecret is the local stack's JWT key: new on every start, so tokens
+// from an earlier run stop working, as they would after a key rotation.
+func randomSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand panics on a broken source)
+	return hex.EncodeToString(b)
+}

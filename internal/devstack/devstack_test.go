@@ -1,0 +1,164 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/jobboard/jobboard/internal/localaws"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
+)
+
+// The stack of `make dev`, end to end: a status change through the API
+// reaches the candidate as exactly one email, and stopping the stack leaves
+// nothing running.
+func TestStackEmailsOnceAndStopsCleanly(t *testing.T) {
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/", "./functions/api", "./functions/worker", "./functions/sweeper")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build functions: %v\n%s", err, out)
+	}
+	dbURL := pgtest.NewURL(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue, err := QueueFromTemplate("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		ServerURL:     dbURL,
+		Database:      strings.TrimPrefix(u.Path, "/"),
+		BinDir:        bin,
+		Queue:         queue,
+		SweepInterval: time.Second,
+		Out:           &testWriter{t: t},
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan Stack, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, func(st Stack) { ready <- st }) }()
+	var st Stack
+	select {
+	case st = <-ready:
+	case err := <-done:
+		t.Fatalf("Run ended before ready: %v", err)
+	case <-time.After(3 * time.Minute):
+		t.Fatal("stack not ready after 3 minutes")
+	}
+
+	c := client{base: st.APIURL}
+	var app struct {
+		Status string `json:"status"`
+	}
+	if err := c.do(ctx, http.MethodPatch, fmt.Sprintf("/v1/applications/%d", st.Demo.ApplicationID),
+		st.Demo.EmployerToken, map[string]any{"status": "reviewing"}, http.StatusOK, &app); err != nil {
+		t.Fatal(err)
+	}
+	if app.Status != "reviewing" {
+		t.Fatalf("status after PATCH = %q, want reviewing", app.Status)
+	}
+
+	// Wait for the email, then for the queue to be drained (the message
+	// deleted), and only then count: a second email would have to come
+	// from a message that is no longer there.
+	emails := pollEmails(t, st.SESEndpoint, st.Demo.CandidateEmail, 1)
+	waitQueueEmpty(t, st.SQSEndpoint, st.QueueURL)
+	emails = pollEmails(t, st.SESEndpoint, st.Demo.CandidateEmail, 1)
+	if len(emails) != 1 {
+		t.Fatalf("emails to the candidate = %d, want 1", len(emails))
+	}
+	if !strings.Contains(emails[0].Subject, "Senior Go Engineer") {
+		t.Errorf("subject %q does not name the job", emails[0].Subject)
+	}
+	if emails[0].From != MailFrom {
+		t.Errorf("from = %q, want %q", emails[0].From, MailFrom)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not stop within a minute of cancel")
+	}
+	for _, addr := range []string{st.APIURL, st.SQSEndpoint, st.SESEndpoint} {
+		host := strings.TrimPrefix(addr, "http://")
+		if conn, err := net.DialTimeout("tcp", host, time.Second); err == nil {
+			conn.Close()
+			t.Errorf("%s still accepts connections after the stack stopped", addr)
+		}
+	}
+}
+
+// pollEmails waits until at least min emails to the address are stored.
+func pollEmails(t *testing.T, endpoint, to string, minimum int) []localaws.Email {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mine, err := localaws.EmailsTo(context.Background(), endpoint, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mine) >= minimum || time.Now().After(deadline) {
+			return mine
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// waitQueueEmpty waits until the queue holds no visible or in-flight message.
+func waitQueueEmpty(t *testing.T, endpoint, queueURL string) {
+	t.Helper()
+	client := localaws.NewSQSClient(endpoint)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(queueURL),
+			AttributeNames: []types.QueueAttributeName{
+				types.QueueAttributeNameApproximateNumberOfMessages,
+				types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		visible, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+		inFlight, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+		if visible == 0 && inFlight == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue not drained: %d visible, %d in flight", visible, inFlight)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// testWriter sends the stack's output to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+var _ io.Writer = (*testWriter)(nil)
