@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 
 	apiPort := cfg.APIPort
 	if apiPort == 0 {
-		if apiPort, err = freePort(); err != nil {
+		if apiPort, err = freePort(ctx); err != nil {
 			return err
 		}
 	}
@@ -147,8 +147,8 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 }
 
 // freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	l, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}

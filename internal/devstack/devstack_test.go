@@ -78,9 +78,9 @@ func TestStackEmailsOnceAndStopsCleanly(t *testing.T) {
 	// Wait for the email, then for the queue to be drained (the message
 	// deleted), and only then count: a second email would have to come
 	// from a message that is no longer there.
-	emails := pollEmails(t, st.SESEndpoint, st.Demo.CandidateEmail, 1)
+	pollEmails(t, st.SESEndpoint, st.Demo.CandidateEmail, 1)
 	waitQueueEmpty(t, st.SQSEndpoint, st.QueueURL)
-	emails = pollEmails(t, st.SESEndpoint, st.Demo.CandidateEmail, 1)
+	emails := pollEmails(t, st.SESEndpoint, st.Demo.CandidateEmail, 1)
 	if len(emails) != 1 {
 		t.Fatalf("emails to the candidate = %d, want 1", len(emails))
 	}

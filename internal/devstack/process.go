@@ -58,7 +58,7 @@ func (g *group) start(ctx context.Context, name, bin string, env []string) error
 		}
 		err := cmd.Wait()
 		if ctx.Err() == nil {
-			g.cancel(fmt.Errorf("%s exited: %v", name, err))
+			g.cancel(fmt.Errorf("%s exited: %w", name, err))
 		}
 	}()
 	return nil

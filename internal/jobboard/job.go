@@ -93,7 +93,9 @@ func (j *NewJob) Normalize() {
 }
 
 // Validate returns a *ValidationError naming every invalid field.
-func (j NewJob) Validate() error {
+func (j NewJob) Validate() error { return j.problems().err() }
+
+func (j NewJob) problems() problems {
 	p := problems{}
 	requiredText(p, "title", j.Title, MaxTitleLen)
 	requiredText(p, "description", j.Description, MaxDescriptionLen)
@@ -104,7 +106,7 @@ func (j NewJob) Validate() error {
 		p.add("employment_type", "must be one of %v", EmploymentTypes)
 	}
 	validateSalary(p, j.Salary)
-	return p.err()
+	return p
 }
 
 func validateSalary(p problems, s *Salary) {
@@ -164,16 +166,11 @@ func (p JobPatch) Apply(job Job) (Job, error) {
 	}
 	nj := NewJob{Title: job.Title, Description: job.Description, Location: job.Location,
 		Remote: job.Remote, EmploymentType: job.EmploymentType, Salary: job.Salary}
-	err := nj.Validate()
+	probs := nj.problems()
 	if !job.Status.Valid() {
-		ve, _ := err.(*ValidationError)
-		if ve == nil {
-			ve = &ValidationError{}
-		}
-		ve.Fields = append(ve.Fields, FieldError{Field: "status", Detail: `must be "open" or "closed"`})
-		err = ve
+		probs.add("status", "must be %q or %q", JobOpen, JobClosed)
 	}
-	return job, err
+	return job, probs.err()
 }
 
 // Page limits.

@@ -1,0 +1,65 @@
+package jobboard_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/jobboard/jobboard/"
+
+// allowedInternal lists, for each package under internal/, which other
+// internal packages its non-test code may import: the arrows point inward,
+// from the adapters to the domain. Composition roots (functions/*,
+// internal/devstack, internal/cmd/*) wire everything and are not listed.
+var allowedInternal = map[string][]string{
+	"internal/jobboard": {},
+	"internal/postgres": {"internal/jobboard"},
+	"internal/httpapi":  {"internal/jobboard"},
+	"internal/queue":    {"internal/jobboard"},
+	"internal/mail":     {"internal/jobboard"},
+	"internal/worker":   {"internal/jobboard"},
+	"internal/outbox":   {"internal/jobboard"},
+	"internal/localaws": {},
+	"internal/secret":   {},
+}
+
+// The domain imports only the standard library, and no adapter imports
+// another adapter: they meet only in the composition roots.
+func TestImportsPointInward(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "../...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, ":")
+		rel := strings.TrimPrefix(pkg, module)
+		allowed, checked := allowedInternal[rel]
+		if !checked {
+			continue
+		}
+		seen[rel] = true
+		for _, imp := range strings.Fields(imports) {
+			if rel == "internal/jobboard" && strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
+				t.Errorf("internal/jobboard imports %s: the domain takes only the standard library", imp)
+			}
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			target := strings.TrimPrefix(imp, module)
+			ok := false
+			for _, a := range allowed {
+				ok = ok || target == a
+			}
+			if !ok {
+				t.Errorf("%s imports %s: adapters may import only %v", rel, target, allowed)
+			}
+		}
+	}
+	for rel := range allowedInternal {
+		if !seen[rel] {
+			t.Errorf("package %s not found by go list: update allowedInternal", rel)
+		}
+	}
+}
