@@ -1,0 +1,250 @@
+// Command api is the job board's HTTP API. Inside AWS Lambda (when
+// AWS_LAMBDA_RUNTIME_API is set) it serves API Gateway HTTP API events
+// (payload v2) through the aws-lambda-go-api-proxy adapter; elsewhere it
+// applies the migrations and serves plain HTTP on 127.0.0.1:PORT until
+// SIGINT or SIGTERM. `api migrate` applies the migrations and exits.
+//
+// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required);
+// JWT_SECRET, or on AWS JWT_SECRET_ARN (at least 32 bytes; required in
+// Lambda, generated per process locally when unset); PORT (default 8080);
+// LOG_LEVEL (debug, info, warn, error; default info); STATUS_EVENTS_QUEUE_URL
+// (the queue that committed status events are published to right away;
+// without it they wait in the outbox for the sweeper).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobboard/jobboard/internal/httpapi"
+	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/secret"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "api:", err)
+		os.Exit(1)
+	}
+}
+
+// minSecretLen is the shortest JWT_SECRET accepted: HS256 wants a key of at
+// least the hash size.
+const minSecretLen = 32
+
+// HTTP server timeouts for local mode. WriteTimeout covers the slowest
+// handler (a password hash plus a few queries) with a wide margin.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 15 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+	shutdownTimeout   = 10 * time.Second
+)
+
+// config is what run reads from the environment.
+type config struct {
+	databaseURL string
+	jwtSecret   []byte
+	port        string
+	logLevel    slog.Level
+	lambda      bool
+	// getenv is kept for the pieces that read their own settings (the
+	// event relay's queue).
+	getenv func(string) string
+}
+
+// loadConfig reads the plain settings; the secrets come from loadSecrets.
+func loadConfig(getenv func(string) string) (config, error) {
+	c := config{
+		port:   getenv("PORT"),
+		lambda: getenv("AWS_LAMBDA_RUNTIME_API") != "",
+		getenv: getenv,
+	}
+	if c.port == "" {
+		c.port = "8080"
+	}
+	if lvl := getenv("LOG_LEVEL"); lvl != "" {
+		if err := c.logLevel.UnmarshalText([]byte(lvl)); err != nil {
+			return c, fmt.Errorf("LOG_LEVEL: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// loadDatabaseURL sets the database URL: DATABASE_URL, or on AWS the secret
+// named by DATABASE_SECRET_ARN.
+func (c *config) loadDatabaseURL(ctx context.Context, newClient func() (secret.Getter, error)) error {
+	u, err := secret.DatabaseURL(ctx, c.getenv, newClient)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	c.databaseURL = u
+	return nil
+}
+
+// loadJWTSecret sets the token signing key: JWT_SECRET, or on AWS the secret
+// named by JWT_SECRET_ARN. Locally, when neither is set, a random key is
+// made (tokens then do not survive a restart); in Lambda that is an error.
+func (c *config) loadJWTSecret(ctx context.Context, newClient func() (secret.Getter, error), logger *slog.Logger) error {
+	key, err := secret.JWTKey(ctx, c.getenv, newClient)
+	switch {
+	case errors.Is(err, secret.ErrNotConfigured) && !c.lambda:
+		logger.WarnContext(ctx, "JWT_SECRET is not set: using a random key, so tokens will not survive a restart")
+		key = []byte(rand.Text() + rand.Text())
+	case err != nil:
+		return err
+	case len(key) < minSecretLen:
+		return fmt.Errorf("JWT_SECRET is %d bytes; at least %d are required", len(key), minSecretLen)
+	}
+	c.jwtSecret = key
+	return nil
+}
+
+// run is main without the process: it returns instead of exiting, and takes
+// the arguments, environment and output as parameters so that tests can call
+// it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.logLevel}))
+	secrets := secret.DefaultClient(ctx) // used only when a secret comes from Secrets Manager
+	if err := cfg.loadDatabaseURL(ctx, secrets); err != nil {
+		return err
+	}
+
+	command := ""
+	if len(args) > 1 {
+		command = args[1]
+	}
+	switch command {
+	case "migrate":
+		if err := postgres.Migrate(ctx, cfg.databaseURL); err != nil {
+			return err
+		}
+		logger.InfoContext(ctx, "migrations applied")
+		return nil
+	case "":
+	default:
+		return fmt.Errorf("unknown command %q (want no command, or migrate)", command)
+	}
+
+	if err := cfg.loadJWTSecret(ctx, secrets, logger); err != nil {
+		return err
+	}
+	if cfg.lambda {
+		return runLambda(ctx, cfg, logger)
+	}
+	return serveLocal(ctx, cfg, logger)
+}
+
+// newHandler opens the database and wires the API handler, with the event
+// relay when one is configured. close releases the database.
+func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOptions ...func(*pgxpool.Config)) (h http.Handler, closeDB func(), err error) {
+	db, err := postgres.Open(ctx, cfg.databaseURL, poolOptions...)
+	if err != nil {
+		return nil, nil, err
+	}
+	relay, err := eventRelay(ctx, cfg.getenv, db, logger)
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("event relay: %w", err)
+	}
+	h = httpapi.NewServer(httpapi.Config{
+		Users:        db,
+		Companies:    db,
+		Jobs:         db,
+		Applications: db,
+		Pinger:       db,
+		Relay:        relay,
+		Logger:       logger,
+		TokenKey:     cfg.jwtSecret,
+	})
+	return h, db.Close, nil
+}
+
+// lambdaPool sizes the pool for a Lambda sandbox, which serves one request
+// at a time: a couple of connections, closed when idle so that frozen
+// sandboxes do not hold many server connections.
+func lambdaPool(c *pgxpool.Config) {
+	c.MaxConns = 2
+	c.MinConns = 0
+	c.MaxConnIdleTime = time.Minute
+}
+
+// runLambda serves API Gateway HTTP API (payload v2) events. lambda.Start
+// does not return.
+func runLambda(ctx context.Context, cfg config, logger *slog.Logger) error {
+	h, closeDB, err := newHandler(ctx, cfg, logger, lambdaPool)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	lambda.StartWithOptions(httpadapter.NewV2(h).ProxyWithContext, lambda.WithContext(ctx))
+	return nil
+}
+
+// serveLocal migrates the database and serves HTTP on 127.0.0.1:PORT until
+// ctx ends or the process gets SIGINT or SIGTERM, then drains in-flight
+// requests.
+func serveLocal(ctx context.Context, cfg config, logger *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := postgres.Migrate(ctx, cfg.databaseURL); err != nil {
+		return err
+	}
+	h, closeDB, err := newHandler(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", cfg.port))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.InfoContext(ctx, "listening", slog.String("addr", "http://"+ln.Addr().String()))
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.InfoContext(ctx, "shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
