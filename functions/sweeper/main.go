@@ -1,0 +1,160 @@
+// Command sweeper is the outbox sweeper Lambda, invoked on a schedule by
+// EventBridge. It publishes the status events that the API's relay did not
+// (still unpublished after a grace period) and deletes the claims and
+// published outbox rows older than the retention (see internal/outbox).
+//
+// Outside Lambda (AWS_LAMBDA_RUNTIME_API unset, as under `make dev`) it
+// sweeps every SWEEP_INTERVAL (default 1m) until SIGINT or SIGTERM.
+//
+// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required);
+// STATUS_EVENTS_QUEUE_URL (required); RETENTION_DAYS (default 14);
+// LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
+// mode only). AWS settings come from the SDK's default configuration;
+// AWS_ENDPOINT_URL_SQS points it at a local stand-in.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobboard/jobboard/internal/outbox"
+	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/queue"
+	"github.com/jobboard/jobboard/internal/secret"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sweeper:", err)
+		os.Exit(1)
+	}
+}
+
+// settings is what run reads from the environment.
+type settings struct {
+	queueURL    string
+	retention   time.Duration
+	logLevel    slog.Level
+}
+
+func loadSettings(getenv func(string) string) (settings, error) {
+	s := settings{
+		queueURL:    getenv("STATUS_EVENTS_QUEUE_URL"),
+		retention:   outbox.DefaultRetention,
+	}
+	var problems []error
+	if s.queueURL == "" {
+		problems = append(problems, errors.New("STATUS_EVENTS_QUEUE_URL is not set"))
+	}
+	if v := getenv("RETENTION_DAYS"); v != "" {
+		days, err := strconv.Atoi(v)
+		if err != nil || days < 1 {
+			problems = append(problems, fmt.Errorf("RETENTION_DAYS = %q: want a whole number of days, at least 1", v))
+		}
+		s.retention = time.Duration(days) * 24 * time.Hour
+	}
+	if lvl := getenv("LOG_LEVEL"); lvl != "" {
+		if err := s.logLevel.UnmarshalText([]byte(lvl)); err != nil {
+			problems = append(problems, fmt.Errorf("LOG_LEVEL: %w", err))
+		}
+	}
+	return s, errors.Join(problems...)
+}
+
+// defaultSweepInterval is how often the local mode sweeps: the schedule of
+// template.yaml.
+const defaultSweepInterval = time.Minute
+
+// run is main without the process: it wires the sweeper and hands it to the
+// Lambda runtime, which does not return, or outside Lambda sweeps on a
+// timer until ctx ends.
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	sw, closeDB, err := setup(ctx, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	if getenv("AWS_LAMBDA_RUNTIME_API") == "" {
+		return sweepLocally(ctx, getenv, sw)
+	}
+	lambda.Start(sw.Handle)
+	return nil
+}
+
+// sweepLocally sweeps at once and then every SWEEP_INTERVAL until ctx ends.
+// A failed sweep is logged by the sweeper and tried again next time, as the
+// schedule would.
+func sweepLocally(ctx context.Context, getenv func(string) string, sw *outbox.Sweeper) error {
+	interval := defaultSweepInterval
+	if v := getenv("SWEEP_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("SWEEP_INTERVAL = %q: want a positive duration such as 30s", v)
+		}
+		interval = d
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		_, _ = sw.Handle(ctx, events.EventBridgeEvent{}) // logs its report, or its error
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// setup builds the sweeper from the environment. closeDB releases the
+// database pool.
+func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (sw *outbox.Sweeper, closeDB func(), err error) {
+	s, err := loadSettings(getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: s.logLevel}))
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	publisher := queue.NewPublisher(sqs.NewFromConfig(awsCfg), s.queueURL)
+	publisher.Logger = logger
+
+	// The sweeper works in one transaction or statement at a time.
+	databaseURL, err := secret.DatabaseURL(ctx, getenv, secret.DefaultClient(ctx))
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := postgres.Open(ctx, databaseURL, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	if err != nil {
+		return nil, nil, err
+	}
+	sw, err = outbox.NewSweeper(outbox.SweeperConfig{
+		Store:     db,
+		Publisher: publisher,
+		Retention: s.retention,
+		Logger:    logger,
+	})
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return sw, db.Close, nil
+}

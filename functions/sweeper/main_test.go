@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/localaws"
+	"github.com/jobboard/jobboard/internal/worker/workertest"
+)
+
+func TestLoadSettings(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	_, err := loadSettings(env(nil))
+	if err == nil || !strings.Contains(err.Error(), "STATUS_EVENTS_QUEUE_URL") {
+		t.Errorf("empty environment: %v; want both missing variables named", err)
+	}
+	base := map[string]string{"DATABASE_URL": "postgres://x", "STATUS_EVENTS_QUEUE_URL": "http://q"}
+	s, err := loadSettings(env(base))
+	if err != nil || s.retention != 14*24*time.Hour {
+		t.Errorf("default retention = %v, %v; want 14 days", s.retention, err)
+	}
+	for _, bad := range []string{"0", "-3", "two weeks", "1.5"} {
+		base["RETENTION_DAYS"] = bad
+		if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "RETENTION_DAYS") {
+			t.Errorf("RETENTION_DAYS=%q: %v; want an error", bad, err)
+		}
+	}
+	base["RETENTION_DAYS"] = "30"
+	if s, err := loadSettings(env(base)); err != nil || s.retention != 30*24*time.Hour {
+		t.Errorf("RETENTION_DAYS=30: %v, %v", s.retention, err)
+	}
+}
+
+// setup wires the real adapters from the environment alone; the scheduled
+// invocation publishes a stranded event and logs its report.
+func TestSetupBuildsAWorkingSweeper(t *testing.T) {
+	e := workertest.New(t, workertest.Options{})
+	app := e.NewApp(t)
+	ctx := context.Background()
+	_, ev, err := e.DB.ChangeStatus(ctx, app.Employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, ev.EventID); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ENDPOINT_URL_SQS", localaws.SQS(t).Endpoint)
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+	env := map[string]string{"DATABASE_URL": e.URL, "STATUS_EVENTS_QUEUE_URL": e.QueueURL, "RETENTION_DAYS": "14"}
+	var out bytes.Buffer
+	sw, closeDB, err := setup(ctx, func(k string) string { return env[k] }, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB()
+
+	r, err := sw.Handle(ctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events"})
+	if err != nil || r.Published != 1 {
+		t.Fatalf("Handle = %+v, %v; want 1 published", r, err)
+	}
+	if n := e.Depth(t, e.QueueURL); n != 1 {
+		t.Errorf("queue depth = %d, want 1", n)
+	}
+	if !strings.Contains(out.String(), `"msg":"sweep done"`) || !strings.Contains(out.String(), `"published":1`) {
+		t.Errorf("stdout lacks the report:\n%s", out.String())
+	}
+}

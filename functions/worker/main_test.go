@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/jobboard/jobboard/internal/worker/workertest"
+)
+
+func TestLoadSettings(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	_, err := loadSettings(env(nil))
+	if err == nil || !strings.Contains(err.Error(), "MAIL_FROM") {
+		t.Errorf("empty environment: %v; want MAIL_FROM named", err)
+	}
+	_, err = loadSettings(env(map[string]string{"DATABASE_URL": "postgres://x", "MAIL_FROM": "a@example.com", "LOG_LEVEL": "loud"}))
+	if err == nil || !strings.Contains(err.Error(), "LOG_LEVEL") {
+		t.Errorf("bad LOG_LEVEL: %v", err)
+	}
+	s, err := loadSettings(env(map[string]string{"DATABASE_URL": "postgres://x", "MAIL_FROM": "a@example.com", "LOG_LEVEL": "debug"}))
+	if err != nil || s.logLevel.String() != "DEBUG" {
+		t.Errorf("good settings = %+v, %v", s, err)
+	}
+}
+
+// Without a database URL or the ARN of its secret, setup names both.
+func TestSetupNeedsADatabase(t *testing.T) {
+	env := map[string]string{"MAIL_FROM": "a@example.com"}
+	_, _, err := setup(context.Background(), func(k string) string { return env[k] }, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL") || !strings.Contains(err.Error(), "DATABASE_SECRET_ARN") {
+		t.Errorf("setup without a database = %v; want DATABASE_URL and DATABASE_SECRET_ARN named", err)
+	}
+}
+
+// setup wires the real adapters from the environment alone: the SDK finds
+// the SES stand-in through AWS_ENDPOINT_URL_SESV2, as it would find SES.
+func TestSetupBuildsAWorkingHandler(t *testing.T) {
+	e := workertest.New(t, workertest.Options{})
+	app := e.NewApp(t)
+	t.Setenv("AWS_ENDPOINT_URL_SESV2", e.SESEndpoint)
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+	env := map[string]string{"DATABASE_URL": e.URL, "MAIL_FROM": workertest.MailFrom}
+	var out bytes.Buffer
+	h, closeDB, err := setup(context.Background(), func(k string) string { return env[k] }, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB()
+
+	ev := app.Event()
+	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		{MessageId: "m-1", Body: workertest.Body(t, ev)}}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v", resp, err)
+	}
+	if got := e.EmailsTo(t, app.CandidateEmail); len(got) != 1 {
+		t.Fatalf("emails = %d, want 1", len(got))
+	}
+	if !strings.Contains(out.String(), `"outcome":"sent"`) || !strings.Contains(out.String(), `"_aws"`) {
+		t.Errorf("stdout lacks the record line or the EMF line:\n%s", out.String())
+	}
+}
