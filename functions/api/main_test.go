@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobboard/jobboard/internal/httpapi/openapitest"
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	url := "postgres://127.0.0.1:1/none"
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"no database", []string{"api"}, map[string]string{}, "DATABASE_URL"},
+		{"no secret in Lambda", []string{"api"}, map[string]string{"DATABASE_URL": url, "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001"}, "JWT_SECRET"},
+		{"short secret", []string{"api"}, map[string]string{"DATABASE_URL": url, "JWT_SECRET": "short"}, "at least 32"},
+		{"bad log level", []string{"api"}, map[string]string{"DATABASE_URL": url, "LOG_LEVEL": "loud"}, "LOG_LEVEL"},
+		{"unknown command", []string{"api", "serve"}, map[string]string{"DATABASE_URL": url}, "unknown command"},
+		{"unreachable database", []string{"api", "migrate"}, map[string]string{"DATABASE_URL": url}, "connect"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(context.Background(), tt.args, env(tt.env), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("run: %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// `api migrate` (make migrate) brings an empty database to the schema.
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("api_migrate_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), pgtest.ServerURL())
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			conn.Close(context.Background())
+		}
+	})
+	u, err := url.Parse(pgtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	var out bytes.Buffer
+	if err := run(ctx, []string{"api", "migrate"}, env(map[string]string{"DATABASE_URL": u.String()}), &out); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var tables int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_name IN ('users', 'jobs', 'applications', 'outbox')`).Scan(&tables); err != nil || tables != 4 {
+		t.Fatalf("tables after migrate: %d (%v)", tables, err)
+	}
+	if !strings.Contains(out.String(), "migrations applied") {
+		t.Fatalf("output %q", out.String())
+	}
+}
+
+// lineWatcher is an io.Writer that reports the "listening" log line's
+// address on a channel.
+type lineWatcher struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	addrs chan string
+}
+
+func (w *lineWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for _, line := range bytes.Split(p, []byte("\n")) {
+		var m struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal(line, &m) == nil && m.Msg == "listening" {
+			w.addrs <- m.Addr
+		}
+	}
+	return len(p), nil
+}
+
+func (w *lineWatcher) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// Locally, run migrates, serves HTTP on loopback, and shuts down cleanly
+// when its context ends.
+func TestRunServesLocallyAndShutsDown(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &lineWatcher{addrs: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"api"}, env(map[string]string{"DATABASE_URL": pgtest.NewURL(t), "PORT": "0", "LOG_LEVEL": "debug"}), out)
+	}()
+	var base string
+	select {
+	case base = <-out.addrs:
+	case err := <-done:
+		t.Fatalf("run returned before listening: %v\n%s", err, out)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("not listening after 30s:\n%s", out)
+	}
+	if !strings.HasPrefix(base, "http://127.0.0.1:") {
+		t.Fatalf("listening on %q, want loopback", base)
+	}
+	client := &http.Client{Transport: openapitest.Transport(t, nil)}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+	}
+	resp, err := client.Post(base+"/v1/auth/register", "application/json",
+		strings.NewReader(`{"email":"local@example.com","password":"correct horse battery","name":"L","role":"candidate"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("register: %d", resp.StatusCode)
+	}
+	if !strings.Contains(out.String(), "JWT_SECRET is not set") {
+		t.Fatalf("no warning about the generated secret:\n%s", out)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run after shutdown: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+	if resp, err := client.Get(base + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Fatal("still serving after shutdown")
+	}
+}
+
+// The sample events in events/ go through the same adapter as in Lambda,
+// against a fresh database. The samples name fixed ids: in a fresh database
+// the first users, company, job and application get id 1, so the test
+// creates, in order, an employer (user 1), a candidate (user 2), the
+// employer's company (1) and an open remote "Go Engineer" job (1); the
+// apply sample then creates application 1, which the change-status sample
+// moves to reviewing with If-Match "1". The bearer token placeholders
+// {{candidate_token}} and {{employer_token}} are replaced with tokens of
+// those users. To try a sample against a deployed or local API, do the same.
+func TestSampleEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := config{databaseURL: pgtest.NewURL(t), jwtSecret: []byte(strings.Repeat("k", 32)), getenv: env(nil)}
+	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB()
+
+	call := func(method, path, token string, body any) []byte {
+		t.Helper()
+		data, _ := json.Marshal(body)
+		req := httptest.NewRequest(method, path, bytes.NewReader(data))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if err := openapitest.Check(t, req, rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+			t.Errorf("%s %s does not match the OpenAPI document: %v", method, path, err)
+		}
+		if rec.Code >= 300 {
+			t.Fatalf("%s %s: %d %s", method, path, rec.Code, rec.Body)
+		}
+		return rec.Body.Bytes()
+	}
+	type session struct {
+		User  jobboard.User `json:"user"`
+		Token string        `json:"token"`
+	}
+	var employer, candidate session
+	_ = json.Unmarshal(call("POST", "/v1/auth/register", "", map[string]any{"email": "boss@example.com", "password": "correct horse battery", "name": "Boss", "role": "employer"}), &employer)
+	_ = json.Unmarshal(call("POST", "/v1/auth/register", "", map[string]any{"email": "cand@example.com", "password": "correct horse battery", "name": "Cand", "role": "candidate"}), &candidate)
+	var company jobboard.Company
+	_ = json.Unmarshal(call("POST", "/v1/companies", employer.Token, map[string]any{"name": "Acme"}), &company)
+	var job jobboard.Job
+	_ = json.Unmarshal(call("POST", "/v1/companies/1/jobs", employer.Token, map[string]any{
+		"title": "Go Engineer", "description": "Build services in Go.", "remote": true, "employment_type": "full_time"}), &job)
+	if employer.User.ID != 1 || candidate.User.ID != 2 || company.ID != 1 || job.ID != 1 {
+		t.Fatalf("ids: employer %d candidate %d company %d job %d; the samples assume 1, 2, 1, 1",
+			employer.User.ID, candidate.User.ID, company.ID, job.ID)
+	}
+
+	adapter := httpadapter.NewV2(h)
+	tests := []struct {
+		file   string
+		status int
+		check  func(t *testing.T, body string)
+	}{
+		{"api-list-jobs.json", http.StatusOK, func(t *testing.T, body string) {
+			var page struct{ Items []jobboard.Job }
+			if err := json.Unmarshal([]byte(body), &page); err != nil || len(page.Items) != 1 || page.Items[0].ID != 1 {
+				t.Fatalf("page %s (%v)", body, err)
+			}
+		}},
+		{"api-apply.json", http.StatusCreated, func(t *testing.T, body string) {
+			var app jobboard.Application
+			if err := json.Unmarshal([]byte(body), &app); err != nil || app.ID != 1 || app.CandidateID != 2 || app.Status != jobboard.StatusSubmitted {
+				t.Fatalf("application %s (%v)", body, err)
+			}
+		}},
+		{"api-change-status.json", http.StatusOK, func(t *testing.T, body string) {
+			var app jobboard.Application
+			if err := json.Unmarshal([]byte(body), &app); err != nil || app.Status != jobboard.StatusReviewing || app.Version != 2 {
+				t.Fatalf("application %s (%v)", body, err)
+			}
+		}},
+	}
+	for _, tt := range tests { // in order: each sample builds on the previous one
+		data, err := os.ReadFile(filepath.Join("..", "..", "events", tt.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = bytes.ReplaceAll(data, []byte("{{candidate_token}}"), []byte(candidate.Token))
+		data = bytes.ReplaceAll(data, []byte("{{employer_token}}"), []byte(employer.Token))
+		var ev events.APIGatewayV2HTTPRequest
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("%s is not an API Gateway v2 event: %v", tt.file, err)
+		}
+		resp, err := adapter.ProxyWithContext(ctx, ev)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.file, err)
+		}
+		hdr := http.Header{}
+		for k, v := range resp.Headers {
+			hdr.Set(k, v)
+		}
+		req := httptest.NewRequest(ev.RequestContext.HTTP.Method, ev.RawPath, nil)
+		if err := openapitest.Check(t, req, resp.StatusCode, hdr, []byte(resp.Body)); err != nil {
+			t.Errorf("%s: the answer does not match the OpenAPI document: %v", tt.file, err)
+		}
+		if resp.StatusCode != tt.status {
+			t.Fatalf("%s: status %d, want %d: %s", tt.file, resp.StatusCode, tt.status, resp.Body)
+		}
+		if got := resp.Headers["X-Request-Id"]; got != ev.RequestContext.RequestID {
+			t.Fatalf("%s: X-Request-Id %q, want API Gateway's %q", tt.file, got, ev.RequestContext.RequestID)
+		}
+		tt.check(t, resp.Body)
+	}
+}

@@ -1,0 +1,177 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/jobboard/jobboard/internal/httpapi"
+	"github.com/jobboard/jobboard/internal/httpapi/openapitest"
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
+)
+
+// benchServer is the API over a fresh database with n seeded jobs, served
+// in-process, and the id of the seeding company.
+func benchServer(b *testing.B, n int) (http.Handler, *postgres.DB) {
+	b.Helper()
+	ctx := context.Background()
+	db := pgtest.NewDB(b)
+	h := httpapi.NewServer(httpapi.Config{
+		Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db,
+		Logger:   slog.New(slog.DiscardHandler),
+		TokenKey: testKey, Password: cheapPasswords,
+	})
+	employer, err := db.CreateUser(ctx, jobboard.Registration{Email: "bench@example.com", Name: "Bench", Role: jobboard.RoleEmployer}, "x")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := db.CreateCompany(ctx, jobboard.Actor{UserID: employer.ID, Role: employer.Role}, jobboard.NewCompany{Name: "Bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := db.SeedJobs(ctx, c.ID, n); err != nil {
+		b.Fatal(err)
+	}
+	// Fresh statistics, as autovacuum would soon provide.
+	if _, err := db.Pool().Exec(ctx, "ANALYZE jobs"); err != nil {
+		b.Fatal(err)
+	}
+	return h, db
+}
+
+// serve runs one in-process request, checks the answer against the OpenAPI
+// document, and returns the body.
+func serve(b *testing.B, h http.Handler, target string, status int) []byte {
+	b.Helper()
+	req := httptest.NewRequest(http.MethodGet, target, nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != status {
+		b.Fatalf("GET %s: %d %s", target, rec.Code, rec.Body)
+	}
+	if err := openapitest.Check(b, req, rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+		b.Fatalf("GET %s does not match the OpenAPI document: %v", target, err)
+	}
+	return rec.Body.Bytes()
+}
+
+// BenchmarkSearchJobs: a text search for a common word over 100,000 jobs,
+// first page against last page. Keyset pagination should make them cost
+// about the same; "last/first" reports the ratio measured in this run.
+func BenchmarkSearchJobs(b *testing.B) {
+	h, _ := benchServer(b, 100_000)
+	const search = "/v1/jobs?q=engineer"
+
+	// Walk every page once to find the cursor of the last one.
+	var lastCursor string
+	pages, items := 0, 0
+	for cursor := ""; ; {
+		target := search
+		if cursor != "" {
+			target += "&cursor=" + url.QueryEscape(cursor)
+		}
+		var page struct {
+			Items      []json.RawMessage `json:"items"`
+			NextCursor *string           `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(serve(b, h, target, http.StatusOK), &page); err != nil {
+			b.Fatal(err)
+		}
+		pages++
+		items += len(page.Items)
+		if page.NextCursor == nil {
+			lastCursor = cursor
+			break
+		}
+		cursor = *page.NextCursor
+	}
+	b.Logf("%q: %d matching open jobs in %d pages", search, items, pages)
+
+	measure := func(b *testing.B, target string) float64 {
+		serve(b, h, target, http.StatusOK)
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		for b.Loop() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				b.Fatalf("status %d", rec.Code)
+			}
+		}
+		ms := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / 1e6
+		b.ReportMetric(ms, "ms/op")
+		return ms
+	}
+	var firstMs float64
+	b.Run("first", func(b *testing.B) { firstMs = measure(b, search) })
+	b.Run("last", func(b *testing.B) {
+		ms := measure(b, search+"&cursor="+url.QueryEscape(lastCursor))
+		if firstMs > 0 {
+			b.ReportMetric(ms/firstMs, "last/first")
+		}
+	})
+}
+
+// BenchmarkLambdaVsDirect: GET /v1/jobs/{id} as a prebuilt API Gateway v2
+// event through the Lambda adapter, against the same request served
+// directly. "×direct" is the adapter's cost as a ratio of the direct path
+// measured in this run.
+func BenchmarkLambdaVsDirect(b *testing.B) {
+	h, db := benchServer(b, 1_000)
+	ctx := context.Background()
+	page, err := db.SearchJobs(ctx, nil, jobboard.JobFilter{Limit: 1})
+	if err != nil || len(page.Items) != 1 {
+		b.Fatalf("find a job: %v", err)
+	}
+	path := fmt.Sprintf("/v1/jobs/%d", page.Items[0].ID)
+	serve(b, h, path, http.StatusOK)
+
+	ev := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: "$default", RawPath: path,
+		Headers: map[string]string{"accept": "application/json", "host": "a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RequestID: "bench", DomainName: "a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com", Stage: "$default",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET", Path: path, Protocol: "HTTP/1.1", SourceIP: "203.0.113.10"},
+		},
+	}
+	adapter := httpadapter.NewV2(h)
+	if resp, err := adapter.ProxyWithContext(ctx, ev); err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("through the adapter: %v %d", err, resp.StatusCode)
+	}
+
+	var directNs float64
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			req.Header.Set("Accept", "application/json")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				b.Fatalf("status %d", rec.Code)
+			}
+		}
+		directNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	b.Run("lambda", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := adapter.ProxyWithContext(ctx, ev)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				b.Fatalf("status %d: %v", resp.StatusCode, err)
+			}
+		}
+		if directNs > 0 {
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/directNs, "×direct")
+		}
+	})
+}

@@ -1,0 +1,160 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
+)
+
+// requestIDHeader carries the request id back to the client.
+const requestIDHeader = "X-Request-Id"
+
+type ctxKey int
+
+const (
+	loggerKey ctxKey = iota
+	requestIDKey
+)
+
+// loggerFrom returns the request's logger (one that adds request_id to every
+// line), or fallback outside a request.
+func loggerFrom(ctx context.Context, fallback *slog.Logger) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return fallback
+}
+
+// requestIDFrom returns the id assigned to the request, or "".
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// requestID is API Gateway's request id when the request came through the
+// Lambda proxy, so that our log lines join API Gateway's access logs;
+// otherwise a random one made here.
+func requestID(r *http.Request) string {
+	if gw, ok := core.GetAPIGatewayV2ContextFromContext(r.Context()); ok && gw.RequestID != "" {
+		return gw.RequestID
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// observe is the outermost middleware: it assigns the request id, puts a
+// logger carrying it into the context, recovers panics and writes one access
+// log line per request.
+func (s *server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := requestID(r)
+		log := s.log.With(slog.String("request_id", id))
+		ctx := context.WithValue(r.Context(), loggerKey, log)
+		ctx = context.WithValue(ctx, requestIDKey, id)
+		r = r.WithContext(ctx)
+		w.Header().Set(requestIDHeader, id)
+		rec := &statusRecorder{ResponseWriter: w}
+
+		defer func() {
+			if v := recover(); v != nil {
+				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+					panic(v) // net/http's way to abort a response; it handles it
+				}
+				log.ErrorContext(ctx, "panic in handler", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+				if !rec.wroteHeader {
+					p, _ := problemFor(errPanic)
+					s.writeProblem(rec, r, p, errPanic)
+				}
+			}
+			pattern := r.Pattern
+			if pattern == "" {
+				pattern = "unmatched"
+			}
+			level := slog.LevelInfo
+			if rec.status >= 500 {
+				level = slog.LevelError
+			}
+			log.LogAttrs(ctx, level, "request",
+				slog.String("method", r.Method),
+				slog.String("pattern", pattern),
+				slog.Int("status", rec.status),
+				slog.Int64("bytes", rec.bytes),
+				slog.Duration("duration", time.Since(start)),
+			)
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// errPanic stands for a recovered panic, which is logged where it happens.
+var errPanic = errors.New("panic in handler")
+
+// statusRecorder remembers the status and size of a response.
+type statusRecorder struct {
+	http.ResponseWriter
+	status      int
+	bytes       int64
+	wroteHeader bool
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	if !r.wroteHeader {
+		r.status, r.wroteHeader = status, true
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if !r.wroteHeader {
+		r.WriteHeader(http.StatusOK)
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// route dispatches to the mux, answering unmatched paths with a 404 problem
+// and known paths with a wrong method with a 405 problem and Allow, instead of
+// the mux's plain-text answers.
+func (s *server) route(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	if allow := s.allowed(r); allow != "" {
+		w.Header().Set("Allow", allow)
+		s.writeError(w, r, &statusError{http.StatusMethodNotAllowed, kindMethodNotAllowed,
+			"Method " + r.Method + " is not allowed here; see the Allow header."})
+		return
+	}
+	s.writeError(w, r, &statusError{http.StatusNotFound, kindNotFound, "No such endpoint."})
+}
+
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowed lists the methods the mux routes for r's path.
+func (s *server) allowed(r *http.Request) string {
+	allow := ""
+	for _, m := range probeMethods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := s.mux.Handler(probe); pattern != "" {
+			if allow != "" {
+				allow += ", "
+			}
+			allow += m
+		}
+	}
+	return allow
+}

@@ -1,0 +1,153 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+)
+
+// ProblemBase is the prefix of every problem type URI this API answers with.
+// The URIs identify problem kinds; they need not resolve.
+const ProblemBase = "https://jobboard.example/problems/"
+
+// Problem kinds, appended to ProblemBase to form the "type" member.
+const (
+	kindBadRequest           = "bad-request"
+	kindUnauthenticated      = "unauthenticated"
+	kindInvalidCredentials   = "invalid-credentials"
+	kindForbidden            = "forbidden"
+	kindNotFound             = "not-found"
+	kindMethodNotAllowed     = "method-not-allowed"
+	kindEmailTaken           = "email-taken"
+	kindDuplicateApplication = "duplicate-application"
+	kindJobClosed            = "job-closed"
+	kindInvalidTransition    = "invalid-transition"
+	kindPreconditionFailed   = "precondition-failed"
+	kindBodyTooLarge         = "body-too-large"
+	kindValidation           = "validation"
+	kindInternal             = "internal"
+	kindUnavailable          = "unavailable"
+)
+
+// problem is an RFC 9457 problem details object. Errors (field-level detail)
+// and RequestID are extension members.
+type problem struct {
+	Type      string                `json:"type"`
+	Title     string                `json:"title"`
+	Status    int                   `json:"status"`
+	Detail    string                `json:"detail,omitempty"`
+	Instance  string                `json:"instance,omitempty"`
+	Errors    []jobboard.FieldError `json:"errors,omitempty"`
+	RequestID string                `json:"request_id,omitempty"`
+}
+
+// requestError is a request the API cannot read: malformed JSON, an unknown
+// field, a bad path id, query parameter, cursor or header. It answers 400.
+type requestError struct {
+	detail string
+	fields []jobboard.FieldError
+	cause  error
+}
+
+func (e *requestError) Error() string {
+	if e.cause != nil {
+		return e.detail + ": " + e.cause.Error()
+	}
+	return e.detail
+}
+
+func (e *requestError) Unwrap() error { return e.cause }
+
+// badRequest returns a *requestError; field, when not empty, names the part
+// of the request at fault (a JSON member, a query parameter, a header).
+func badRequest(field, detail string) *requestError {
+	e := &requestError{detail: detail}
+	if field != "" {
+		e.fields = []jobboard.FieldError{{Field: field, Detail: detail}}
+	}
+	return e
+}
+
+// statusError answers a fixed status and problem kind (404 for unmatched
+// routes, 405, 503).
+type statusError struct {
+	status int
+	kind   string
+	detail string
+}
+
+func (e *statusError) Error() string { return e.detail }
+
+// errorKinds maps the domain's error kinds to responses. Checked in order
+// with errors.Is; the first match wins.
+var errorKinds = []struct {
+	err    error
+	status int
+	kind   string
+	detail string
+}{
+	{jobboard.ErrNotFound, http.StatusNotFound, kindNotFound, "The resource does not exist or is not visible to you."},
+	{jobboard.ErrUnauthenticated, http.StatusUnauthorized, kindUnauthenticated, "A valid bearer token is required."},
+	{jobboard.ErrInvalidCredentials, http.StatusUnauthorized, kindInvalidCredentials, "The email or password is wrong."},
+	{jobboard.ErrForbidden, http.StatusForbidden, kindForbidden, "Your role may not do this."},
+	{jobboard.ErrEmailTaken, http.StatusConflict, kindEmailTaken, "An account with this email exists."},
+	{jobboard.ErrDuplicateApplication, http.StatusConflict, kindDuplicateApplication, "You have applied to this job already."},
+	{jobboard.ErrJobClosed, http.StatusConflict, kindJobClosed, "The job no longer accepts applications."},
+	{jobboard.ErrInvalidTransition, http.StatusConflict, kindInvalidTransition, ""},
+	{jobboard.ErrPreconditionFailed, http.StatusPreconditionFailed, kindPreconditionFailed, "The application has changed since you read it (If-Match is stale)."},
+}
+
+// problemFor turns any error a handler returns into the problem to answer.
+// It is the one place where errors become statuses. The bool reports an
+// unexpected error: the caller logs its cause at ERROR, and the client sees
+// only a generic detail.
+func problemFor(err error) (problem, bool) {
+	var (
+		ve       *jobboard.ValidationError
+		re       *requestError
+		se       *statusError
+		tooLarge *http.MaxBytesError
+		te       *jobboard.TransitionError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		return newProblem(http.StatusRequestEntityTooLarge, kindBodyTooLarge,
+			"The request body is larger than 1 MiB."), false
+	case errors.As(err, &ve):
+		p := newProblem(http.StatusUnprocessableEntity, kindValidation, "The input has invalid fields.")
+		p.Errors = ve.Fields
+		return p, false
+	case errors.As(err, &re):
+		p := newProblem(http.StatusBadRequest, kindBadRequest, re.detail)
+		p.Errors = re.fields
+		return p, false
+	case errors.As(err, &se):
+		return newProblem(se.status, se.kind, se.detail), false
+	case errors.As(err, &te):
+		return newProblem(http.StatusConflict, kindInvalidTransition, te.Error()+"."), false
+	}
+	for _, k := range errorKinds {
+		if errors.Is(err, k.err) {
+			detail := k.detail
+			if detail == "" {
+				detail = capitalize(k.err.Error()) + "."
+			}
+			return newProblem(k.status, k.kind, detail), false
+		}
+	}
+	return newProblem(http.StatusInternalServerError, kindInternal,
+		"Something went wrong on our side; the request id identifies it in our logs."), true
+}
+
+func newProblem(status int, kind, detail string) problem {
+	return problem{Type: ProblemBase + kind, Title: http.StatusText(status), Status: status, Detail: detail}
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

@@ -1,0 +1,36 @@
+package httpapi
+
+// addRoutes registers every endpoint of the API. It is the one place to read
+// to see what the API offers; openapi.json documents the same set (a test
+// keeps the two in step).
+func (s *server) addRoutes() {
+	s.add("GET /healthz", s.healthz)
+	s.add("GET /readyz", s.readyz)
+	s.add("GET /v1/openapi.json", serveOpenAPI)
+
+	s.add("POST /v1/auth/register", s.register)
+	s.add("POST /v1/auth/login", s.login)
+	s.add("GET /v1/me", s.me)
+	s.add("GET /v1/me/applications", s.myApplications)
+
+	s.add("POST /v1/companies", s.createCompany)
+	s.add("GET /v1/companies/{id}", s.company)
+	s.add("POST /v1/companies/{id}/jobs", s.createJob)
+
+	s.add("GET /v1/jobs", s.searchJobs)
+	s.add("GET /v1/jobs/{id}", s.job)
+	s.add("PATCH /v1/jobs/{id}", s.updateJob)
+	s.add("POST /v1/jobs/{id}/applications", s.apply)
+	s.add("GET /v1/jobs/{id}/applications", s.jobApplications)
+
+	s.add("GET /v1/applications/{id}", s.application)
+	s.add("PATCH /v1/applications/{id}", s.changeStatus)
+	s.add("GET /v1/applications/{id}/history", s.history)
+}
+
+// add registers an apiFunc under a Go 1.22 pattern and remembers the
+// pattern for the test that compares routes with the OpenAPI document.
+func (s *server) add(pattern string, h apiFunc) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.Handle(pattern, s.handle(h))
+}

@@ -1,0 +1,177 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+)
+
+// Pinger reports whether the database answers; /readyz calls it.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Config is what the server needs. The four stores and TokenKey are
+// required; the rest have defaults.
+type Config struct {
+	Users        jobboard.UserStore
+	Companies    jobboard.CompanyStore
+	Jobs         jobboard.JobStore
+	Applications jobboard.ApplicationStore
+	// Pinger backs /readyz. Nil: /readyz always answers 503.
+	Pinger Pinger
+	// Relay, when set, publishes a status change's event right after its
+	// transaction commits. A failure is logged (WARN) and does not change the
+	// answer: the outbox row stays unpublished for the sweeper.
+	Relay jobboard.EventRelay
+	// Logger receives the access log and errors. Nil: logs are discarded.
+	Logger *slog.Logger
+	// TokenKey signs and verifies the HS256 bearer tokens. It should be at
+	// least 32 random bytes. Empty: every token is refused and none is issued
+	// (the server fails closed).
+	TokenKey []byte
+	// TokenTTL is how long an issued token is valid. Zero: DefaultTokenTTL.
+	TokenTTL time.Duration
+	// Password sets the argon2id cost of new password hashes. Zero:
+	// DefaultPasswordParams. Tests use cheaper ones.
+	Password PasswordParams
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+}
+
+// relayTimeout bounds the fast-path publish of a status event. It runs
+// detached from the client's cancellation: a client that hangs up must not
+// abort a publish that the sweeper would otherwise have to redo.
+const relayTimeout = 5 * time.Second
+
+// readyTimeout bounds the database ping of /readyz.
+const readyTimeout = 2 * time.Second
+
+// server holds the dependencies shared by the handlers.
+type server struct {
+	users        jobboard.UserStore
+	companies    jobboard.CompanyStore
+	jobs         jobboard.JobStore
+	applications jobboard.ApplicationStore
+	pinger       Pinger
+	relay        jobboard.EventRelay
+	log          *slog.Logger
+	tokens       tokenIssuer
+	passwords    passwordHasher
+	mux          *http.ServeMux
+	patterns     []string // registered routes, for tests
+}
+
+// NewServer returns the HTTP handler of the job-board API: every route of
+// routes.go behind the request-id, logging and panic-recovery middleware.
+func NewServer(cfg Config) http.Handler {
+	s := newServer(cfg)
+	return s.observe(http.HandlerFunc(s.route))
+}
+
+func newServer(cfg Config) *server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = DefaultTokenTTL
+	}
+	if cfg.Password == (PasswordParams{}) {
+		cfg.Password = DefaultPasswordParams
+	}
+	s := &server{
+		users:        cfg.Users,
+		companies:    cfg.Companies,
+		jobs:         cfg.Jobs,
+		applications: cfg.Applications,
+		pinger:       cfg.Pinger,
+		relay:        cfg.Relay,
+		log:          cfg.Logger,
+		tokens:       tokenIssuer{key: cfg.TokenKey, ttl: cfg.TokenTTL, now: cfg.Now},
+		passwords:    newPasswordHasher(cfg.Password),
+		mux:          http.NewServeMux(),
+	}
+	s.addRoutes()
+	return s
+}
+
+// apiFunc is the shape of every handler: it writes a success response, or
+// returns an error for handle to turn into a problem response.
+type apiFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle adapts an apiFunc to http.Handler; it is the only place where
+// handler errors are answered.
+func (s *server) handle(h apiFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}
+
+// writeError answers err as a problem (see problemFor). Unexpected errors are
+// logged in full at ERROR; the client gets a generic detail and the request
+// id to quote.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ctx := r.Context()
+	p, unexpected := problemFor(err)
+	log := loggerFrom(ctx, s.log)
+	switch {
+	case unexpected && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		log.WarnContext(ctx, "request cancelled by the client", slog.Any("err", err))
+	case unexpected:
+		log.ErrorContext(ctx, "request failed", slog.Any("err", err))
+	}
+	s.writeProblem(w, r, p, err)
+}
+
+// writeProblem writes p, with the request's path and id, and the
+// WWW-Authenticate challenge that a 401 requires.
+func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem, err error) {
+	ctx := r.Context()
+	p.Instance = r.URL.Path
+	p.RequestID = requestIDFrom(ctx)
+	if p.Status == http.StatusUnauthorized {
+		challenge := `Bearer realm="jobboard"`
+		var te *tokenError
+		if errors.As(err, &te) {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+	}
+	if err := writeBody(w, p.Status, mediaProblem, p); err != nil {
+		loggerFrom(ctx, s.log).ErrorContext(ctx, "write problem", slog.Any("err", err))
+	}
+}
+
+// health is the body of /healthz and /readyz.
+type health struct {
+	Status string `json:"status"`
+}
+
+// healthz answers 200 while the process serves requests; it checks nothing
+// else, so that a database outage does not get the function restarted.
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, health{Status: "ok"})
+}
+
+// readyz answers 200 when the database answers a ping, 503 otherwise.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
+	if s.pinger == nil {
+		return &statusError{http.StatusServiceUnavailable, kindUnavailable, "No database is configured."}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.pinger.Ping(ctx); err != nil {
+		loggerFrom(r.Context(), s.log).WarnContext(r.Context(), "readiness: database ping failed", slog.Any("err", err))
+		return &statusError{http.StatusServiceUnavailable, kindUnavailable, "The database does not answer."}
+	}
+	return writeJSON(w, http.StatusOK, health{Status: "ok"})
+}

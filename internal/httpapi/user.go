@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+)
+
+// session is the answer to a registration or login: the user and a bearer
+// token for it.
+type session struct {
+	User      jobboard.User `json:"user"`
+	Token     string        `json:"token"`
+	TokenType string        `json:"token_type"`
+	ExpiresAt time.Time     `json:"expires_at"`
+}
+
+// register creates an account and signs it in.
+// POST /v1/auth/register → 201 session; 409 email-taken; 422.
+func (s *server) register(w http.ResponseWriter, r *http.Request) error {
+	var in jobboard.Registration
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	in.Normalize()
+	if err := in.Validate(); err != nil {
+		return err
+	}
+	u, err := s.users.CreateUser(r.Context(), in, s.passwords.hash(in.Password))
+	if err != nil {
+		return fmt.Errorf("register %s: %w", in.Role, err)
+	}
+	return s.writeSession(w, http.StatusCreated, u)
+}
+
+// login checks an email and password and signs the user in. An unknown
+// email and a wrong password get the same answer after the same work.
+// POST /v1/auth/login → 200 session; 401 invalid-credentials; 422.
+func (s *server) login(w http.ResponseWriter, r *http.Request) error {
+	var in jobboard.Credentials
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	email := strings.ToLower(strings.TrimSpace(in.Email))
+	if err := validateCredentials(email, in.Password); err != nil {
+		return err
+	}
+	u, hash, err := s.users.UserByEmail(r.Context(), email)
+	switch {
+	case errors.Is(err, jobboard.ErrNotFound):
+		s.passwords.burn(in.Password)
+		return jobboard.ErrInvalidCredentials
+	case err != nil:
+		return fmt.Errorf("login: %w", err)
+	}
+	ok, err := s.passwords.verify(in.Password, hash)
+	if err != nil {
+		return fmt.Errorf("verify password of user %d: %w", u.ID, err)
+	}
+	if !ok {
+		return jobboard.ErrInvalidCredentials
+	}
+	return s.writeSession(w, http.StatusOK, u)
+}
+
+// validateCredentials rejects input that cannot be a login (before any
+// password hashing is spent on it).
+func validateCredentials(email, password string) error {
+	var fields []jobboard.FieldError
+	switch {
+	case email == "":
+		fields = append(fields, jobboard.FieldError{Field: "email", Detail: "is required"})
+	case utf8.RuneCountInString(email) > jobboard.MaxEmailLen:
+		fields = append(fields, jobboard.FieldError{Field: "email", Detail: fmt.Sprintf("must be at most %d characters", jobboard.MaxEmailLen)})
+	}
+	switch {
+	case password == "":
+		fields = append(fields, jobboard.FieldError{Field: "password", Detail: "is required"})
+	case utf8.RuneCountInString(password) > jobboard.MaxPasswordLen:
+		fields = append(fields, jobboard.FieldError{Field: "password", Detail: fmt.Sprintf("must be at most %d characters", jobboard.MaxPasswordLen)})
+	}
+	if fields != nil {
+		return &jobboard.ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+func (s *server) writeSession(w http.ResponseWriter, status int, u jobboard.User) error {
+	token, exp, err := s.tokens.issue(u)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	if status == http.StatusCreated {
+		w.Header().Set("Location", "/v1/me")
+	}
+	return writeJSON(w, status, session{User: u, Token: token, TokenType: "Bearer", ExpiresAt: exp.UTC()})
+}
+
+// me returns the signed-in user. A valid token for a user that no longer
+// exists is treated as no credentials.
+// GET /v1/me → 200 user; 401.
+func (s *server) me(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.actor(r)
+	if err != nil {
+		return err
+	}
+	u, err := s.users.UserByID(r.Context(), a.UserID)
+	if errors.Is(err, jobboard.ErrNotFound) {
+		return fmt.Errorf("token of deleted user %d: %w", a.UserID, jobboard.ErrUnauthenticated)
+	}
+	if err != nil {
+		return fmt.Errorf("load user %d: %w", a.UserID, err)
+	}
+	return writeJSON(w, http.StatusOK, u)
+}

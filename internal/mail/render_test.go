@@ -1,0 +1,171 @@
+package mail_test
+
+import (
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/mail"
+)
+
+func sampleEmail(status jobboard.ApplicationStatus) jobboard.StatusEmail {
+	return jobboard.StatusEmail{
+		EventID:       "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f",
+		To:            "ada@example.com",
+		CandidateName: "Ada Lovelace",
+		JobTitle:      "Analytical Engineer",
+		CompanyName:   "Babbage & Co",
+		ApplicationID: 42,
+		OldStatus:     jobboard.StatusSubmitted,
+		NewStatus:     status,
+	}
+}
+
+func TestRenderEveryStatus(t *testing.T) {
+	t.Parallel()
+	statuses := append([]jobboard.ApplicationStatus{"on_hold"}, jobboard.ApplicationStatuses...)
+	subjects := map[string]jobboard.ApplicationStatus{}
+	for _, status := range statuses {
+		t.Run(string(status), func(t *testing.T) {
+			e := sampleEmail(status)
+			subject, text, html, err := mail.Render(e)
+			if err != nil {
+				t.Fatalf("Render: %v", err)
+			}
+			for part, s := range map[string]string{"subject": subject, "text": text} {
+				for _, want := range []string{e.JobTitle, e.CompanyName} {
+					if !strings.Contains(s, want) {
+						t.Errorf("%s %q does not name %q", part, s, want)
+					}
+				}
+			}
+			for _, want := range []string{"Hello Ada Lovelace,", "Status: " + string(status), "Application #42"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("text does not contain %q:\n%s", want, text)
+				}
+			}
+			for _, want := range []string{"Hello Ada Lovelace,", "Analytical Engineer", "Babbage &amp; Co", "<strong>" + string(status) + "</strong>", "<title>"} {
+				if !strings.Contains(html, want) {
+					t.Errorf("html does not contain %q:\n%s", want, html)
+				}
+			}
+			if strings.Contains(html, "Babbage & Co") {
+				t.Error("html has an unescaped ampersand")
+			}
+			if strings.Contains(html, "<no value>") || strings.Contains(text, "<no value>") {
+				t.Error("a template refers to a missing value")
+			}
+		})
+		subject, _, _, _ := mail.Render(sampleEmail(status))
+		subjects[subject] = status
+	}
+	// Each status with a template of its own says something different.
+	if len(subjects) != len(statuses) {
+		t.Errorf("%d distinct subjects for %d statuses: %v", len(subjects), len(statuses), subjects)
+	}
+}
+
+func TestRenderSubjectsSayWhatHappened(t *testing.T) {
+	t.Parallel()
+	for status, word := range map[jobboard.ApplicationStatus]string{
+		jobboard.StatusReviewing: "reviewing",
+		jobboard.StatusInterview: "Interview",
+		jobboard.StatusOffer:     "offer",
+		jobboard.StatusHired:     "Welcome",
+		jobboard.StatusWithdrawn: "withdrew",
+		"on_hold":                "on_hold",
+	} {
+		subject, _, _, err := mail.Render(sampleEmail(status))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(subject, word) {
+			t.Errorf("%s: subject %q does not contain %q", status, subject, word)
+		}
+	}
+}
+
+func TestRenderEscapesHTMLOnlyInHTML(t *testing.T) {
+	t.Parallel()
+	e := sampleEmail(jobboard.StatusInterview)
+	e.CompanyName = `<script>alert("x")</script>`
+	e.CandidateName = `<b>Eve</b>`
+	subject, text, html, err := mail.Render(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(html, "<script>") || strings.Contains(html, "<b>Eve") {
+		t.Errorf("html contains raw markup from a name:\n%s", html)
+	}
+	if !strings.Contains(html, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") || !strings.Contains(html, "&lt;b&gt;Eve&lt;/b&gt;") {
+		t.Errorf("html does not show the names escaped:\n%s", html)
+	}
+	if !strings.Contains(text, e.CompanyName) || !strings.Contains(text, e.CandidateName) || !strings.Contains(subject, e.CompanyName) {
+		t.Errorf("text or subject does not show the names as written:\n%s\n%s", subject, text)
+	}
+}
+
+func TestRenderKeepsNamesOnOneLine(t *testing.T) {
+	t.Parallel()
+	e := sampleEmail(jobboard.StatusOffer)
+	e.JobTitle = "Engineer\r\nBcc: victim@example.com"
+	e.CompanyName = "Acme\x00\u2028Inc\t\x1b[31m"
+	e.CandidateName = "Mallory\nX-Header: 1"
+	subject, text, html, err := mail.Render(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsFunc(subject, func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' }) {
+		t.Errorf("subject contains a control character: %q", subject)
+	}
+	if want := "Engineer Bcc: victim@example.com"; !strings.Contains(subject, want) {
+		t.Errorf("subject %q does not contain the cleaned title %q", subject, want)
+	}
+	if want := "Acme Inc [31m"; !strings.Contains(subject, want) {
+		t.Errorf("subject %q does not contain the cleaned company %q", subject, want)
+	}
+	for _, bad := range []string{"\r", "\nBcc:", "\nX-Header", "\x00", "\x1b"} {
+		if strings.Contains(text, bad) || strings.Contains(html, bad) {
+			t.Errorf("body keeps %q from a name", bad)
+		}
+	}
+}
+
+func TestRenderWithoutCandidateName(t *testing.T) {
+	t.Parallel()
+	e := sampleEmail(jobboard.StatusRejected)
+	e.CandidateName = " \n "
+	_, text, html, err := mail.Render(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(text, "Hello,\n") || !strings.Contains(html, "<p>Hello,</p>") {
+		t.Errorf("greeting without a name is wrong:\n%s\n%s", text, html)
+	}
+}
+
+// BenchmarkRender is the cost of rendering one email (subject, text and
+// HTML), against a baseline that builds similar strings by concatenation.
+func BenchmarkRender(b *testing.B) {
+	e := sampleEmail(jobboard.StatusInterview)
+	b.Run("templates", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, _, err := mail.Render(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("baseline-concat", func(b *testing.B) {
+		b.ReportAllocs()
+		var sink int
+		for b.Loop() {
+			subject := "Interview: " + e.JobTitle + " at " + e.CompanyName
+			text := "Hello " + e.CandidateName + ",\n\n" + e.CompanyName + " would like to interview you for " + e.JobTitle + ".\n"
+			html := "<!DOCTYPE html><html><body><p>Hello " + e.CandidateName + ",</p><p><strong>" + e.CompanyName + "</strong> would like to interview you for <strong>" + e.JobTitle + "</strong>.</p></body></html>"
+			sink += len(subject) + len(text) + len(html)
+		}
+		_ = sink
+	})
+}

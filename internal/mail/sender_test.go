@@ -1,0 +1,347 @@
+package mail_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/localaws"
+	"github.com/jobboard/jobboard/internal/mail"
+)
+
+const from = "jobboard <jobs@example.com>"
+
+var recipientSeq atomic.Int64
+
+// recipient returns an address no other test of this process sends to.
+func recipient() string {
+	return fmt.Sprintf("candidate-%d-%d@example.com", time.Now().UnixNano(), recipientSeq.Add(1))
+}
+
+func newSender(t *testing.T, client *sesv2.Client) *mail.Sender {
+	t.Helper()
+	s, err := mail.NewSender(client, from)
+	if err != nil {
+		t.Fatalf("NewSender: %v", err)
+	}
+	return s
+}
+
+func TestSendStatusEmail(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ses := localaws.SES(t)
+	s := newSender(t, localaws.NewSESClient(ses.Endpoint))
+
+	e := sampleEmail(jobboard.StatusInterview)
+	e.To = recipient()
+	id, err := s.SendStatusEmail(ctx, e)
+	if err != nil {
+		t.Fatalf("SendStatusEmail: %v", err)
+	}
+	if id == "" {
+		t.Error("empty message id")
+	}
+
+	got, err := localaws.EmailsTo(ctx, ses.Endpoint, e.To)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("store has %d emails to %s, want 1", len(got), e.To)
+	}
+	subject, text, html, err := mail.Render(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := got[0]
+	if m.MessageID != id {
+		t.Errorf("stored messageId = %q, SendStatusEmail returned %q", m.MessageID, id)
+	}
+	if m.From != from {
+		t.Errorf("from = %q, want %q", m.From, from)
+	}
+	if len(m.Destination.To) != 1 || m.Destination.To[0] != e.To || len(m.Destination.CC)+len(m.Destination.BCC) != 0 {
+		t.Errorf("destination = %+v, want only %s", m.Destination, e.To)
+	}
+	if m.Subject != subject || m.Body.Text != text || m.Body.HTML != html {
+		t.Errorf("stored email differs from Render:\nsubject %q\nwant    %q\ntext %q\nwant %q\nhtml %q\nwant %q", m.Subject, subject, m.Body.Text, text, m.Body.HTML, html)
+	}
+	if !strings.Contains(m.Subject, "Interview") || !strings.Contains(m.Body.HTML, "Babbage &amp; Co") {
+		t.Errorf("stored email does not look like the interview email: %+v", m)
+	}
+}
+
+func TestSendStatusEmailEscapesNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ses := localaws.SES(t)
+	s := newSender(t, localaws.NewSESClient(ses.Endpoint))
+
+	e := sampleEmail(jobboard.StatusOffer)
+	e.To = recipient()
+	e.CompanyName = "<script>alert(1)</script>\r\nBcc: victim@example.com"
+	if _, err := s.SendStatusEmail(ctx, e); err != nil {
+		t.Fatalf("SendStatusEmail: %v", err)
+	}
+	got, err := localaws.EmailsTo(ctx, ses.Endpoint, e.To)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("EmailsTo = %d emails, %v; want 1", len(got), err)
+	}
+	m := got[0]
+	if strings.ContainsAny(m.Subject, "\r\n") {
+		t.Errorf("subject contains a line break: %q", m.Subject)
+	}
+	if !strings.Contains(m.Subject, "<script>alert(1)</script> Bcc: victim@example.com") {
+		t.Errorf("subject %q does not show the cleaned name", m.Subject)
+	}
+	if strings.Contains(m.Body.HTML, "<script>") || !strings.Contains(m.Body.HTML, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Errorf("html does not escape the name:\n%s", m.Body.HTML)
+	}
+	if !strings.Contains(m.Body.Text, "<script>alert(1)</script>") {
+		t.Errorf("text does not show the name as written:\n%s", m.Body.Text)
+	}
+	all, err := localaws.EmailsTo(ctx, ses.Endpoint, "victim@example.com")
+	if err != nil || len(all) != 0 {
+		t.Errorf("an email reached the injected Bcc address: %d, %v", len(all), err)
+	}
+}
+
+func TestNewSenderValidatesFrom(t *testing.T) {
+	t.Parallel()
+	client := localaws.NewSESClient("http://127.0.0.1:1")
+	for _, bad := range []string{"", "not an address", "jobs@example.com\r\nBcc: x@example.com", "a@b.c, d@e.f"} {
+		if _, err := mail.NewSender(client, bad); err == nil {
+			t.Errorf("NewSender(%q) accepted", bad)
+		}
+	}
+	if _, err := mail.NewSender(nil, "jobs@example.com"); err == nil {
+		t.Error("NewSender(nil client) accepted")
+	}
+	for _, good := range []string{"jobs@example.com", "Job Board <jobs@example.com>"} {
+		if _, err := mail.NewSender(client, good); err != nil {
+			t.Errorf("NewSender(%q): %v", good, err)
+		}
+	}
+}
+
+func TestBadRecipientIsRejectedWithoutCallingSES(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	s := newSender(t, localaws.NewSESClient(srv.URL))
+	for _, to := range []string{"", "nobody", "Ada <ada@example.com>", "ada@example.com\r\nBcc: x@example.com"} {
+		e := sampleEmail(jobboard.StatusOffer)
+		e.To = to
+		_, err := s.SendStatusEmail(context.Background(), e)
+		if !errors.Is(err, jobboard.ErrMailRejected) {
+			t.Errorf("To %q: error = %v, want ErrMailRejected", to, err)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("SES was called %d times for invalid recipients", n)
+	}
+}
+
+// sesError answers every request with an AWS-shaped SES v2 (restJson1) error
+// and counts the requests.
+func sesError(t *testing.T, status int, code string) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.Method != http.MethodPost || r.URL.Path != "/v2/email/outbound-emails" {
+			t.Errorf("request %s %s, want POST /v2/email/outbound-emails", r.Method, r.URL.Path)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Amzn-ErrorType", code)
+		w.Header().Set("X-Amzn-RequestId", "req-1")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"message":"injected %s"}`, code)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+// noDelay is a retry backoff that does not wait, so that retries cost no
+// test time.
+type noDelay struct{}
+
+func (noDelay) BackoffDelay(int, error) (time.Duration, error) { return 0, nil }
+
+func TestSendStatusEmailClassifiesSESErrors(t *testing.T) {
+	t.Parallel()
+	const (
+		throttled = "throttled"
+		rejected  = "rejected"
+		retryable = "retryable"
+	)
+	tests := []struct {
+		status    int
+		code      string
+		kind      string
+		typed     any   // the modelled SDK error type, when there is one
+		wantCalls int64 // with a 3-attempt retryer that does not wait
+	}{
+		{429, "TooManyRequestsException", throttled, new(*types.TooManyRequestsException), 1},
+		{400, "LimitExceededException", throttled, new(*types.LimitExceededException), 1},
+		{400, "MessageRejected", rejected, new(*types.MessageRejected), 1},
+		{400, "MailFromDomainNotVerifiedException", rejected, new(*types.MailFromDomainNotVerifiedException), 1},
+		{400, "AccountSuspendedException", rejected, new(*types.AccountSuspendedException), 1},
+		{400, "SendingPausedException", rejected, new(*types.SendingPausedException), 1},
+		{404, "NotFoundException", rejected, new(*types.NotFoundException), 1},
+		{400, "BadRequestException", rejected, new(*types.BadRequestException), 1},
+		{500, "InternalFailure", retryable, nil, 3},
+		{503, "ServiceUnavailable", retryable, nil, 3},
+		{400, "SomethingNewException", retryable, nil, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code, func(t *testing.T) {
+			t.Parallel()
+			srv, calls := sesError(t, tt.status, tt.code)
+			client := localaws.NewSESClient(srv.URL, func(o *sesv2.Options) {
+				o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+					so.MaxAttempts = 3
+					so.Backoff = noDelay{}
+				})
+			})
+			s := newSender(t, client)
+			_, err := s.SendStatusEmail(context.Background(), sampleEmail(jobboard.StatusOffer))
+			if err == nil {
+				t.Fatal("SendStatusEmail succeeded against an error response")
+			}
+			if got, want := errors.Is(err, jobboard.ErrMailThrottled), tt.kind == throttled; got != want {
+				t.Errorf("errors.Is(err, ErrMailThrottled) = %v, want %v; err = %v", got, want, err)
+			}
+			if got, want := errors.Is(err, jobboard.ErrMailRejected), tt.kind == rejected; got != want {
+				t.Errorf("errors.Is(err, ErrMailRejected) = %v, want %v; err = %v", got, want, err)
+			}
+			var apiErr smithy.APIError
+			if !errors.As(err, &apiErr) || apiErr.ErrorCode() != tt.code {
+				t.Errorf("the SDK error is not reachable, or has the wrong code: %v", err)
+			}
+			if tt.typed != nil && !errors.As(err, tt.typed) {
+				t.Errorf("error %v is not a %T", err, tt.typed)
+			}
+			if !strings.Contains(err.Error(), sampleEmail(jobboard.StatusOffer).EventID) {
+				t.Errorf("error %q does not name the event", err)
+			}
+			if n := calls.Load(); n != tt.wantCalls {
+				t.Errorf("SES was called %d times, want %d", n, tt.wantCalls)
+			}
+		})
+	}
+}
+
+func TestSendStatusEmailWithDefaultRetriesDoesNotRetryThrottling(t *testing.T) {
+	t.Parallel()
+	// The client's default retryer (3 attempts with backoff) would retry a
+	// throttle; the Sender must not, so this answers at once.
+	srv, calls := sesError(t, 429, "TooManyRequestsException")
+	s := newSender(t, localaws.NewSESClient(srv.URL))
+	_, err := s.SendStatusEmail(context.Background(), sampleEmail(jobboard.StatusOffer))
+	if !errors.Is(err, jobboard.ErrMailThrottled) {
+		t.Fatalf("error = %v, want ErrMailThrottled", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("SES was called %d times, want 1", n)
+	}
+}
+
+func TestSendStatusEmailDeadlineIsRetryable(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	s := newSender(t, localaws.NewSESClient(srv.URL, func(o *sesv2.Options) { o.RetryMaxAttempts = 1 }))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := s.SendStatusEmail(ctx, sampleEmail(jobboard.StatusOffer))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error = %v, want context.DeadlineExceeded", err)
+	}
+	if errors.Is(err, jobboard.ErrMailThrottled) || errors.Is(err, jobboard.ErrMailRejected) {
+		t.Errorf("a deadline is classified as throttled or rejected: %v", err)
+	}
+}
+
+func TestSendStatusEmailTags(t *testing.T) {
+	t.Parallel()
+	// The SES stand-in does not keep tags: read them off the request.
+	tags := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("read request: %v", err)
+		}
+		tags <- string(body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"MessageId":"m-1"}`)
+	}))
+	t.Cleanup(srv.Close)
+	s := newSender(t, localaws.NewSESClient(srv.URL))
+	s.ConfigurationSet = "status-emails"
+	e := sampleEmail(jobboard.StatusHired)
+	e.EventID = "odd id/with:chars"
+	id, err := s.SendStatusEmail(context.Background(), e)
+	if err != nil || id != "m-1" {
+		t.Fatalf("SendStatusEmail = %q, %v", id, err)
+	}
+	req := <-tags
+	for _, want := range []string{
+		`{"Name":"event_id","Value":"odd_id_with_chars"}`,
+		`{"Name":"new_status","Value":"hired"}`,
+		`"ConfigurationSetName":"status-emails"`,
+		`"FromEmailAddress":"jobboard <jobs@example.com>"`,
+	} {
+		if !strings.Contains(req, want) {
+			t.Errorf("request does not contain %s:\n%s", want, req)
+		}
+	}
+}
+
+// BenchmarkSendStatusEmail is one send to the local SES stand-in, render
+// included: a floor for what a send costs the worker (real SES adds the
+// network). Compare with BenchmarkRender.
+func BenchmarkSendStatusEmail(b *testing.B) {
+	ses := localaws.SES(b)
+	s, err := mail.NewSender(localaws.NewSESClient(ses.Endpoint), from)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := sampleEmail(jobboard.StatusInterview)
+	e.To = recipient()
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := s.SendStatusEmail(ctx, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := localaws.ClearEmails(ctx, ses.Endpoint); err != nil {
+		b.Fatal(err)
+	}
+}

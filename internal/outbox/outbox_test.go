@@ -1,0 +1,310 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/outbox"
+	"github.com/jobboard/jobboard/internal/worker/workertest"
+)
+
+// publisher wraps the real queue.Publisher to inject failures: before
+// (nothing reaches the queue), after (the queue has it, the caller hears an
+// error, as when the process dies before marking the row), or refusing
+// some entries (as SendMessageBatch reports refused entries: not sent, not
+// in accepted).
+type publisher struct {
+	next   jobboard.EventPublisher
+	before error
+	after  error
+	refuse map[string]bool
+	calls  int
+}
+
+func (p *publisher) Publish(ctx context.Context, evs []jobboard.StatusChangedEvent) ([]string, error) {
+	p.calls++
+	if p.before != nil {
+		return nil, p.before
+	}
+	var sent []jobboard.StatusChangedEvent
+	for _, ev := range evs {
+		if !p.refuse[ev.EventID] {
+			sent = append(sent, ev)
+		}
+	}
+	accepted, err := p.next.Publish(ctx, sent)
+	if err != nil {
+		return nil, err
+	}
+	if p.after != nil {
+		return nil, p.after
+	}
+	return accepted, nil
+}
+
+// statusChange changes app's status as its employer and returns the event
+// that the change committed to the outbox.
+func statusChange(t *testing.T, e *workertest.Env, app workertest.App) jobboard.StatusChangedEvent {
+	t.Helper()
+	_, ev, err := e.DB.ChangeStatus(context.Background(), app.Employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
+	if err != nil || ev == nil {
+		t.Fatalf("change status: %v, event %v", err, ev)
+	}
+	return *ev
+}
+
+func isPublished(t *testing.T, e *workertest.Env, eventID string) bool {
+	t.Helper()
+	var published bool
+	if err := e.DB.Pool().QueryRow(context.Background(),
+		`SELECT published_at IS NOT NULL FROM outbox WHERE event_id = $1`, eventID).Scan(&published); err != nil {
+		t.Fatal(err)
+	}
+	return published
+}
+
+func newSweeper(t *testing.T, c outbox.SweeperConfig) *outbox.Sweeper {
+	t.Helper()
+	s, err := outbox.NewSweeper(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRelayPublishesAndMarks(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ev := statusChange(t, e, e.NewApp(t))
+	// A cancelled request context does not stop the relay: the change is
+	// committed and its event should go out.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := outbox.NewRelay(e.Publisher(), e.DB).Relay(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if !isPublished(t, e, ev.EventID) {
+		t.Error("outbox row not marked published")
+	}
+	if n := e.Depth(t, e.QueueURL); n != 1 {
+		t.Errorf("queue depth = %d, want 1", n)
+	}
+}
+
+func TestRelayFailureLeavesTheRowForTheSweeper(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	down := errors.New("injected: SQS unreachable")
+	for name, p := range map[string]*publisher{
+		"publish fails": {next: e.Publisher(), before: down},
+		"queue refuses": {next: e.Publisher(), refuse: map[string]bool{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ev := statusChange(t, e, e.NewApp(t))
+			if p.refuse != nil {
+				p.refuse[ev.EventID] = true
+			}
+			if err := outbox.NewRelay(p, e.DB).Relay(context.Background(), ev); err == nil {
+				t.Fatal("Relay succeeded")
+			}
+			if isPublished(t, e, ev.EventID) {
+				t.Error("row marked published")
+			}
+		})
+	}
+}
+
+// 9. The publish after the commit fails: the row stays unpublished, the
+// sweeper publishes it once the grace period is over, and the worker
+// emails once.
+func TestSweeperPublishesWhatTheRelayMissed(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	app := e.NewApp(t)
+	ev := statusChange(t, e, app)
+	failing := &publisher{next: e.Publisher(), before: errors.New("injected: SQS unreachable")}
+	if err := outbox.NewRelay(failing, e.DB).Relay(context.Background(), ev); err == nil {
+		t.Fatal("Relay succeeded through a failing publisher")
+	}
+	if n := e.Depth(t, e.QueueURL); n != 0 {
+		t.Fatalf("queue depth = %d, want 0", n)
+	}
+
+	// Within the grace period the sweeper leaves the row to the relay.
+	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Grace: time.Hour}).Sweep(context.Background())
+	if err != nil || r.Published != 0 || e.Depth(t, e.QueueURL) != 0 {
+		t.Fatalf("sweep within grace = %+v, %v; want nothing published", r, err)
+	}
+
+	sweeper := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Grace: time.Microsecond})
+	r, err = sweeper.Sweep(context.Background())
+	if err != nil || r.Published != 1 || r.Failed != 0 {
+		t.Fatalf("sweep = %+v, %v; want 1 published", r, err)
+	}
+	if !isPublished(t, e, ev.EventID) {
+		t.Error("row not marked published")
+	}
+	// Nothing left: a second sweep publishes nothing.
+	if r, err := sweeper.Sweep(context.Background()); err != nil || r.Published != 0 {
+		t.Fatalf("second sweep = %+v, %v", r, err)
+	}
+
+	e.Drain(t, e.Poller(e.Handler(t, e.Sender)), 30*time.Second)
+	if got := e.EmailsTo(t, app.CandidateEmail); len(got) != 1 || got[0].Subject != app.Subject(t, ev) {
+		t.Fatalf("emails = %+v, want one about %s", got, ev.EventID)
+	}
+}
+
+// 9. Published twice: the relay's SendMessage went through but the process
+// died before marking the row, so the sweeper publishes it again. Two
+// messages, one email.
+func TestEventPublishedTwiceEmailsOnce(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	app := e.NewApp(t)
+	ev := statusChange(t, e, app)
+	crash := &publisher{next: e.Publisher(), after: errors.New("injected: died after SendMessage")}
+	if err := outbox.NewRelay(crash, e.DB).Relay(context.Background(), ev); err == nil {
+		t.Fatal("Relay succeeded")
+	}
+	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Grace: time.Microsecond}).Sweep(context.Background())
+	if err != nil || r.Published != 1 {
+		t.Fatalf("sweep = %+v, %v", r, err)
+	}
+	if n := e.Depth(t, e.QueueURL); n != 2 {
+		t.Fatalf("queue depth = %d, want the event twice", n)
+	}
+
+	e.Drain(t, e.Poller(e.Handler(t, e.Sender)), 30*time.Second)
+	if got := e.EmailsTo(t, app.CandidateEmail); len(got) != 1 {
+		t.Fatalf("emails = %d, want 1", len(got))
+	}
+	if cs := e.Claims(t, ev.EventID); len(cs) != 1 || cs[0].Outcome != "sent" {
+		t.Fatalf("claims = %+v", cs)
+	}
+}
+
+// The sweeper works a backlog off in batches of ten, bounded by MaxEvents,
+// and stops at a batch the queue did not wholly accept; what was refused
+// stays for the next run.
+func TestSweeperBatchesAndBounds(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	var evs []jobboard.StatusChangedEvent
+	for range 25 {
+		evs = append(evs, statusChange(t, e, e.NewApp(t)))
+	}
+	ctx := context.Background()
+	counting := &publisher{next: e.Publisher()}
+
+	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: counting, Grace: time.Microsecond, MaxEvents: 12}).Sweep(ctx)
+	if err != nil || r.Published != 12 || r.Failed != 0 || counting.calls != 2 {
+		t.Fatalf("bounded sweep = %+v, %v, %d publishes; want 12 published in 2 calls", r, err, counting.calls)
+	}
+
+	refusing := &publisher{next: e.Publisher(), refuse: map[string]bool{evs[14].EventID: true}}
+	r, err = newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: refusing, Grace: time.Microsecond}).Sweep(ctx)
+	if err != nil || r.Published != 9 || r.Failed != 1 || refusing.calls != 1 {
+		t.Fatalf("sweep with a refusal = %+v, %v, %d publishes; want 9 published, 1 failed, then stop", r, err, refusing.calls)
+	}
+	if isPublished(t, e, evs[14].EventID) {
+		t.Error("refused event marked published")
+	}
+
+	r, err = newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Grace: time.Microsecond}).Sweep(ctx)
+	if err != nil || r.Published != 4 {
+		t.Fatalf("last sweep = %+v, %v; want the 4 left", r, err)
+	}
+	for _, ev := range evs {
+		if !isPublished(t, e, ev.EventID) {
+			t.Errorf("event %s not published", ev.EventID)
+		}
+	}
+	if n := e.Depth(t, e.QueueURL); n != 25 {
+		t.Errorf("queue depth = %d, want 25", n)
+	}
+
+	// SQS down: the sweep reports the failure and still applies retention.
+	more := statusChange(t, e, e.NewApp(t))
+	down := &publisher{next: e.Publisher(), before: errors.New("injected: SQS unreachable")}
+	r, err = newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: down, Grace: time.Microsecond}).Sweep(ctx)
+	if err == nil || r.Failed != 1 || r.Published != 0 {
+		t.Fatalf("sweep with SQS down = %+v, %v; want 1 failed and an error", r, err)
+	}
+	if isPublished(t, e, more.EventID) {
+		t.Error("event marked published though SQS was down")
+	}
+}
+
+// 11. Retention: claims and published outbox rows older than the retention
+// are deleted; newer ones, and unpublished ones of any age, are kept.
+func TestSweeperRetention(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	app := e.NewApp(t)
+	old, recent := statusChange(t, e, app), statusChange(t, e, e.NewApp(t))
+	for _, ev := range []jobboard.StatusChangedEvent{old, recent} {
+		if err := e.DB.MarkPublished(ctx, []string{ev.EventID}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.DB.Pool().Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash) VALUES ($1, $2, '\x00')`,
+			ev.EventID, ev.Type); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stuck := statusChange(t, e, e.NewApp(t)) // never published
+	for _, q := range []string{
+		`UPDATE processed_events SET processed_at = now() - interval '15 days' WHERE event_id = $1`,
+		`UPDATE outbox SET created_at = now() - interval '15 days', published_at = now() - interval '15 days' WHERE event_id = $1`,
+	} {
+		if _, err := e.DB.Pool().Exec(ctx, q, old.EventID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '40 days' WHERE event_id = $1`, stuck.EventID); err != nil {
+		t.Fatal(err)
+	}
+
+	// The stuck row is published by this very sweep (it is past its grace),
+	// not deleted: its published_at is now.
+	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Retention: 14 * 24 * time.Hour}).Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := outbox.Report{Published: 1, ProcessedEventsDeleted: 1, OutboxDeleted: 1}
+	if r != want {
+		t.Fatalf("report = %+v, want %+v", r, want)
+	}
+	if cs := e.Claims(t, old.EventID); len(cs) != 0 {
+		t.Error("old claim kept")
+	}
+	if cs := e.Claims(t, recent.EventID); len(cs) != 1 {
+		t.Error("recent claim deleted")
+	}
+	var left []string
+	rows, err := e.DB.Pool().Query(ctx, `SELECT event_id::text FROM outbox ORDER BY created_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, id)
+	}
+	if rows.Err() != nil || len(left) != 2 || left[0] != stuck.EventID || left[1] != recent.EventID {
+		t.Fatalf("outbox rows left = %v, want [stuck recent]", left)
+	}
+}
+
+func TestNewSweeperValidates(t *testing.T) {
+	t.Parallel()
+	if _, err := outbox.NewSweeper(outbox.SweeperConfig{}); err == nil {
+		t.Error("NewSweeper without Store and Publisher succeeded")
+	}
+}

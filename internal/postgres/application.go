@@ -1,0 +1,307 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+)
+
+var _ jobboard.ApplicationStore = (*DB)(nil)
+
+// applicationColumns is the column list that scanApplication reads, in order.
+const applicationColumns = `a.id, a.job_id, a.candidate_id, a.cover_letter, a.status, a.version,
+	a.created_at, a.updated_at`
+
+func scanApplication(row pgx.CollectableRow) (jobboard.Application, error) {
+	var a jobboard.Application
+	err := row.Scan(&a.ID, &a.JobID, &a.CandidateID, &a.CoverLetter, &a.Status, &a.Version,
+		&a.CreatedAt, &a.UpdatedAt)
+	return a, err
+}
+
+// afterCursor turns "no cursor" (zero) into a bound every id is below, so
+// the keyset condition id < $n stays one static statement.
+func afterCursor(after int64) int64 {
+	if after <= 0 {
+		return math.MaxInt64
+	}
+	return after
+}
+
+// applySQL inserts only for an open job and an actor who is a candidate in
+// the users table. The unique constraint applications_job_candidate_key, not
+// a prior check, decides between two racing applications.
+const applySQL = `
+INSERT INTO applications AS a (job_id, candidate_id, cover_letter)
+SELECT j.id, $2, $3
+FROM jobs j
+WHERE j.id = $1 AND j.status = 'open'
+  AND EXISTS (SELECT 1 FROM users u WHERE u.id = $2 AND u.role = 'candidate')
+RETURNING ` + applicationColumns
+
+// applyRefusedSQL explains, after applySQL inserted nothing, why.
+const applyRefusedSQL = `SELECT j.status FROM jobs j WHERE j.id = $1`
+
+// Apply stores a candidate's application to an open job. Errors:
+// jobboard.ErrForbidden when the actor is not a candidate,
+// jobboard.ErrNotFound when the job does not exist, jobboard.ErrJobClosed
+// when it is closed, jobboard.ErrDuplicateApplication when the candidate has
+// applied to it already.
+func (db *DB) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na jobboard.NewApplication) (jobboard.Application, error) {
+	if actor.Role != jobboard.RoleCandidate {
+		return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, jobboard.ErrForbidden)
+	}
+	rows, _ := db.pool.Query(ctx, applySQL, jobID, actor.UserID, na.CoverLetter)
+	a, err := pgx.CollectExactlyOneRow(rows, scanApplication)
+	switch {
+	case err == nil:
+		return a, nil
+	case isUniqueViolation(err, "applications_job_candidate_key"):
+		err = jobboard.ErrDuplicateApplication
+	case pgCode(err) == foreignKeyViolation:
+		// The job was deleted between the SELECT and the foreign key check.
+		err = jobboard.ErrNotFound
+	case errors.Is(err, pgx.ErrNoRows):
+		err = applyRefused(ctx, db.pool, jobID)
+	}
+	return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, err)
+}
+
+// applyRefused finds the reason applySQL inserted nothing.
+func applyRefused(ctx context.Context, q querier, jobID int64) error {
+	var status jobboard.JobStatus
+	if err := q.QueryRow(ctx, applyRefusedSQL, jobID).Scan(&status); err != nil {
+		return notFound(err)
+	}
+	if status != jobboard.JobOpen {
+		return jobboard.ErrJobClosed
+	}
+	// The job is open, so the users table says the actor is no candidate.
+	return jobboard.ErrForbidden
+}
+
+// visibleApplication is the condition, over applications a joined to jobs j,
+// that the actor $2 may see the application: its candidate, or a member of
+// the job's company.
+const visibleApplication = `(a.candidate_id = $2 OR EXISTS (
+	SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2))`
+
+const applicationSQL = `
+SELECT ` + applicationColumns + `
+FROM applications a
+JOIN jobs j ON j.id = a.job_id
+WHERE a.id = $1 AND ` + visibleApplication
+
+// Application returns an application to its candidate or to a member of the
+// job's company. Errors: jobboard.ErrNotFound.
+func (db *DB) Application(ctx context.Context, actor jobboard.Actor, id int64) (jobboard.Application, error) {
+	rows, _ := db.pool.Query(ctx, applicationSQL, id, actor.UserID)
+	a, err := pgx.CollectExactlyOneRow(rows, scanApplication)
+	if err != nil {
+		return jobboard.Application{}, fmt.Errorf("application %d: %w", id, notFound(err))
+	}
+	return a, nil
+}
+
+// jobMemberSQL tells whether actor $2 is a member of job $1's company.
+const jobMemberSQL = `
+SELECT EXISTS (
+	SELECT 1 FROM jobs j
+	JOIN company_members m ON m.company_id = j.company_id
+	WHERE j.id = $1 AND m.user_id = $2)`
+
+const jobApplicationsSQL = `
+SELECT ` + applicationColumns + `
+FROM applications a
+WHERE a.job_id = $1 AND a.id < $3
+  AND EXISTS (
+	SELECT 1 FROM jobs j
+	JOIN company_members m ON m.company_id = j.company_id
+	WHERE j.id = $1 AND m.user_id = $2)
+ORDER BY a.id DESC
+LIMIT $4`
+
+// JobApplications lists a job's applications, newest first, to a member of
+// its company; after is the last id of the previous page (zero: first page)
+// and limit is clamped like SearchJobs's. Errors: jobboard.ErrNotFound when
+// the job does not exist or the actor is not a member of its company.
+func (db *DB) JobApplications(ctx context.Context, actor jobboard.Actor, jobID int64, limit int, after int64) (jobboard.Page[jobboard.Application], error) {
+	limit = pageLimit(limit)
+	rows, _ := db.pool.Query(ctx, jobApplicationsSQL, jobID, actor.UserID, afterCursor(after), limit+1)
+	apps, err := pgx.CollectRows(rows, scanApplication)
+	if err != nil {
+		return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID, err)
+	}
+	if len(apps) == 0 {
+		// An empty page is either a job without (more) applications or a
+		// job the actor may not see; only the second is an error.
+		var member bool
+		if err := db.pool.QueryRow(ctx, jobMemberSQL, jobID, actor.UserID).Scan(&member); err != nil {
+			return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID, err)
+		}
+		if !member {
+			return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID, jobboard.ErrNotFound)
+		}
+	}
+	return pageOf(apps, limit, applicationID), nil
+}
+
+func applicationID(a jobboard.Application) int64 { return a.ID }
+
+const candidateApplicationsSQL = `
+SELECT ` + applicationColumns + `
+FROM applications a
+WHERE a.candidate_id = $1 AND a.id < $2
+ORDER BY a.id DESC
+LIMIT $3`
+
+// CandidateApplications lists the actor's own applications, newest first;
+// after is the last id of the previous page (zero: first page) and limit is
+// clamped like SearchJobs's. It returns only database errors.
+func (db *DB) CandidateApplications(ctx context.Context, actor jobboard.Actor, limit int, after int64) (jobboard.Page[jobboard.Application], error) {
+	limit = pageLimit(limit)
+	rows, _ := db.pool.Query(ctx, candidateApplicationsSQL, actor.UserID, afterCursor(after), limit+1)
+	apps, err := pgx.CollectRows(rows, scanApplication)
+	if err != nil {
+		return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of candidate %d: %w", actor.UserID, err)
+	}
+	return pageOf(apps, limit, applicationID), nil
+}
+
+// applicationForUpdateSQL locks the application for the rest of the
+// transaction. A concurrent change waits here, then reads the row as the
+// first change left it (its new version and status).
+const applicationForUpdateSQL = `
+SELECT ` + applicationColumns + `, a.candidate_id = $2
+FROM applications a
+JOIN jobs j ON j.id = a.job_id
+WHERE a.id = $1 AND ` + visibleApplication + `
+FOR UPDATE OF a`
+
+const changeStatusUpdateSQL = `
+UPDATE applications AS a
+SET status = $2, version = a.version + 1, updated_at = now()
+WHERE a.id = $1
+RETURNING ` + applicationColumns
+
+const changeStatusHistorySQL = `
+INSERT INTO application_status_history (application_id, old_status, new_status, changed_by, changed_at, event_id)
+VALUES ($1, $2, $3, $4, $5, $6)`
+
+const changeStatusOutboxSQL = `
+INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($1, $2, $3, $4)`
+
+// ChangeStatus moves an application to a new status. In one transaction it
+// locks the application, checks the actor may see it and which party it is
+// (its candidate, or a member of the job's company), checks c.IfVersion and
+// the workflow, then writes the new status with the next version, a history
+// row and an outbox row carrying the returned event. Asking for the status
+// the application already has changes nothing and returns a nil event.
+// Errors: jobboard.ErrNotFound, jobboard.ErrPreconditionFailed (stale
+// IfVersion), jobboard.ErrInvalidTransition (a *jobboard.TransitionError).
+func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.StatusChangedEvent, error) {
+	var (
+		app   jobboard.Application
+		event *jobboard.StatusChangedEvent
+	)
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		var isCandidate bool
+		err := tx.QueryRow(ctx, applicationForUpdateSQL, id, actor.UserID).Scan(
+			&app.ID, &app.JobID, &app.CandidateID, &app.CoverLetter, &app.Status, &app.Version,
+			&app.CreatedAt, &app.UpdatedAt, &isCandidate)
+		if err != nil {
+			return notFound(err)
+		}
+		if c.IfVersion != nil && *c.IfVersion != app.Version {
+			return jobboard.ErrPreconditionFailed
+		}
+		if c.Status == app.Status {
+			return nil
+		}
+		party := jobboard.PartyEmployer
+		if isCandidate {
+			party = jobboard.PartyCandidate
+		}
+		if err := jobboard.CheckTransition(party, app.Status, c.Status); err != nil {
+			return err
+		}
+		old := app.Status
+		rows, _ := tx.Query(ctx, changeStatusUpdateSQL, id, c.Status)
+		if app, err = pgx.CollectExactlyOneRow(rows, scanApplication); err != nil {
+			return err
+		}
+		ev := jobboard.StatusChangedEvent{
+			Type:          jobboard.EventTypeStatusChanged,
+			EventID:       uuid.NewString(),
+			OccurredAt:    app.UpdatedAt.UTC(),
+			ApplicationID: app.ID,
+			OldStatus:     old,
+			NewStatus:     app.Status,
+		}
+		if _, err := tx.Exec(ctx, changeStatusHistorySQL, app.ID, old, app.Status, actor.UserID, ev.OccurredAt, ev.EventID); err != nil {
+			return fmt.Errorf("insert history: %w", err)
+		}
+		payload, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode event: %w", err)
+		}
+		if _, err := tx.Exec(ctx, changeStatusOutboxSQL, ev.EventID, ev.Type, payload, ev.OccurredAt); err != nil {
+			return fmt.Errorf("insert outbox: %w", err)
+		}
+		event = &ev
+		return nil
+	})
+	if err != nil {
+		return jobboard.Application{}, nil, fmt.Errorf("change status of application %d: %w", id, err)
+	}
+	return app, event, nil
+}
+
+// applicationVisibleSQL tells whether actor $2 may see application $1.
+const applicationVisibleSQL = `
+SELECT EXISTS (
+	SELECT 1 FROM applications a
+	JOIN jobs j ON j.id = a.job_id
+	WHERE a.id = $1 AND ` + visibleApplication + `)`
+
+const historySQL = `
+SELECT h.old_status, h.new_status, h.changed_by, h.changed_at, h.event_id::text
+FROM application_status_history h
+WHERE h.application_id = $1
+  AND EXISTS (
+	SELECT 1 FROM applications a
+	JOIN jobs j ON j.id = a.job_id
+	WHERE a.id = $1 AND ` + visibleApplication + `)
+ORDER BY h.id`
+
+// History lists an application's status changes, oldest first, to its
+// candidate or a member of the job's company. Errors: jobboard.ErrNotFound.
+func (db *DB) History(ctx context.Context, actor jobboard.Actor, id int64) ([]jobboard.HistoryEntry, error) {
+	rows, _ := db.pool.Query(ctx, historySQL, id, actor.UserID)
+	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobboard.HistoryEntry, error) {
+		var h jobboard.HistoryEntry
+		err := row.Scan(&h.OldStatus, &h.NewStatus, &h.ChangedBy, &h.ChangedAt, &h.EventID)
+		return h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("history of application %d: %w", id, err)
+	}
+	if len(entries) == 0 {
+		// No rows: an application never changed, or one the actor may not see.
+		var visible bool
+		if err := db.pool.QueryRow(ctx, applicationVisibleSQL, id, actor.UserID).Scan(&visible); err != nil {
+			return nil, fmt.Errorf("history of application %d: %w", id, err)
+		}
+		if !visible {
+			return nil, fmt.Errorf("history of application %d: %w", id, jobboard.ErrNotFound)
+		}
+	}
+	return entries, nil
+}

@@ -1,0 +1,110 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
+)
+
+var userSeq atomic.Int64
+
+// mustUser registers a user with a fresh email and returns it as an actor.
+func mustUser(t testing.TB, db *postgres.DB, role jobboard.Role) jobboard.Actor {
+	t.Helper()
+	n := userSeq.Add(1)
+	u, err := db.CreateUser(context.Background(), jobboard.Registration{
+		Email: fmt.Sprintf("user%d@example.com", n),
+		Name:  fmt.Sprintf("User %d", n),
+		Role:  role,
+	}, "hash")
+	if err != nil {
+		t.Fatalf("create %s: %v", role, err)
+	}
+	return jobboard.Actor{UserID: u.ID, Role: u.Role}
+}
+
+// mustCompany creates a company whose first member is the employer.
+func mustCompany(t testing.TB, db *postgres.DB, employer jobboard.Actor) jobboard.Company {
+	t.Helper()
+	c, err := db.CreateCompany(context.Background(), employer, jobboard.NewCompany{Name: "Acme"})
+	if err != nil {
+		t.Fatalf("create company: %v", err)
+	}
+	return c
+}
+
+// newJob is a valid job input with the given title.
+func newJob(title string) jobboard.NewJob {
+	return jobboard.NewJob{
+		Title:          title,
+		Description:    "A job described in a few words.",
+		Location:       "Berlin",
+		EmploymentType: jobboard.FullTime,
+	}
+}
+
+// mustJob creates a job as the employer.
+func mustJob(t testing.TB, db *postgres.DB, employer jobboard.Actor, companyID int64, nj jobboard.NewJob) jobboard.Job {
+	t.Helper()
+	j, err := db.CreateJob(context.Background(), employer, companyID, nj)
+	if err != nil {
+		t.Fatalf("create job: %v", err)
+	}
+	return j
+}
+
+// mustClose closes a job as the employer.
+func mustClose(t testing.TB, db *postgres.DB, employer jobboard.Actor, jobID int64) jobboard.Job {
+	t.Helper()
+	closed := jobboard.JobClosed
+	j, err := db.UpdateJob(context.Background(), employer, jobID, jobboard.JobPatch{Status: &closed})
+	if err != nil {
+		t.Fatalf("close job: %v", err)
+	}
+	return j
+}
+
+// world is a small board: one employer with a company and an open job, and
+// one candidate.
+type world struct {
+	db        *postgres.DB
+	employer  jobboard.Actor
+	company   jobboard.Company
+	job       jobboard.Job
+	candidate jobboard.Actor
+}
+
+func newWorld(t testing.TB) world {
+	t.Helper()
+	db := pgtest.NewDB(t)
+	w := world{db: db, employer: mustUser(t, db, jobboard.RoleEmployer), candidate: mustUser(t, db, jobboard.RoleCandidate)}
+	w.company = mustCompany(t, db, w.employer)
+	w.job = mustJob(t, db, w.employer, w.company.ID, newJob("Backend Engineer"))
+	return w
+}
+
+// count runs a count query in a test.
+func count(t testing.TB, db *postgres.DB, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Pool().QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// wantErr fails t unless err matches target.
+func wantErr(t testing.TB, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("err = %v, want %v", err, target)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,152 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+)
+
+var _ jobboard.OutboxStore = (*DB)(nil)
+
+// markPublishedSQL leaves an already published row as it is, so that its
+// published_at keeps the first publication time.
+const markPublishedSQL = `
+UPDATE outbox SET published_at = now()
+WHERE event_id = ANY ($1::uuid[]) AND published_at IS NULL`
+
+// MarkPublished records that the queue accepted the events. Ids that are not
+// in the outbox, or are published already, are ignored. Errors: database
+// errors (an id that is not a UUID among them).
+func (db *DB) MarkPublished(ctx context.Context, eventIDs []string) error {
+	if _, err := db.pool.Exec(ctx, markPublishedSQL, eventIDs); err != nil {
+		return fmt.Errorf("mark %d events published: %w", len(eventIDs), err)
+	}
+	return nil
+}
+
+// pendingOutboxSQL locks the oldest events that are still unpublished after
+// the grace period, in which the API's own relay normally publishes them.
+// SKIP LOCKED lets two sweepers run at once without publishing the same row
+// at the same time, and without waiting for each other. The partial index
+// outbox_unpublished_idx serves it.
+const pendingOutboxSQL = `
+SELECT payload
+FROM outbox
+WHERE published_at IS NULL AND created_at < now() - make_interval(secs => $1)
+ORDER BY created_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+// PublishPending locks up to limit events unpublished for at least olderThan,
+// passes them to publish inside the transaction, marks published the ids
+// that publish returns, and commits. It returns how many events it locked
+// and how many it marked. An error from publish rolls the transaction back
+// (nothing is marked) and is returned wrapped. Errors: database errors, a
+// payload that does not decode.
+func (db *DB) PublishPending(ctx context.Context, olderThan time.Duration, limit int,
+	publish func(ctx context.Context, events []jobboard.StatusChangedEvent) (accepted []string, err error),
+) (locked, published int, err error) {
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, pendingOutboxSQL, olderThan.Seconds(), limit)
+		events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobboard.StatusChangedEvent, error) {
+			var payload []byte
+			var ev jobboard.StatusChangedEvent
+			if err := row.Scan(&payload); err != nil {
+				return ev, err
+			}
+			if err := json.Unmarshal(payload, &ev); err != nil {
+				return ev, fmt.Errorf("decode outbox payload: %w", err)
+			}
+			return ev, nil
+		})
+		if err != nil {
+			return fmt.Errorf("lock pending events: %w", err)
+		}
+		locked = len(events)
+		if locked == 0 {
+			return nil
+		}
+		accepted, err := publish(ctx, events)
+		if err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+		if len(accepted) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, markPublishedSQL, accepted); err != nil {
+			return fmt.Errorf("mark published: %w", err)
+		}
+		published = len(accepted)
+		return nil
+	})
+	if err != nil {
+		return locked, 0, fmt.Errorf("publish pending events: %w", err)
+	}
+	return locked, published, nil
+}
+
+// deleteProcessedEventsSQL deletes one batch of old claims. ctid = ANY
+// (ARRAY(...)) is answered with a TID scan, so each statement touches only
+// the rows it deletes and holds its locks for a moment.
+const deleteProcessedEventsSQL = `
+DELETE FROM processed_events
+WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM processed_events
+	WHERE processed_at < now() - make_interval(secs => $1)
+	LIMIT $2))`
+
+// DeleteProcessedEvents deletes claims older than olderThan, batch rows per
+// statement (each its own transaction), until none is left, and returns how
+// many it deleted. Errors: database errors (with the count so far).
+func (db *DB) DeleteProcessedEvents(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
+	n, err := db.deleteInBatches(ctx, deleteProcessedEventsSQL, olderThan, batch)
+	if err != nil {
+		return n, fmt.Errorf("delete processed events: %w", err)
+	}
+	return n, nil
+}
+
+// deletePublishedOutboxSQL deletes one batch of outbox rows published long
+// ago, found through the partial index outbox_published_idx. Unpublished
+// rows are never deleted, however old.
+const deletePublishedOutboxSQL = `
+DELETE FROM outbox
+WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM outbox
+	WHERE published_at IS NOT NULL AND published_at < now() - make_interval(secs => $1)
+	LIMIT $2))`
+
+// DeletePublishedOutbox deletes outbox rows published more than olderThan
+// ago, batch rows per statement, and returns how many it deleted.
+// Errors: database errors (with the count so far).
+func (db *DB) DeletePublishedOutbox(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
+	n, err := db.deleteInBatches(ctx, deletePublishedOutboxSQL, olderThan, batch)
+	if err != nil {
+		return n, fmt.Errorf("delete published outbox rows: %w", err)
+	}
+	return n, nil
+}
+
+// deleteInBatches runs a batched DELETE (parameters: age in seconds, batch
+// size) until it deletes fewer rows than a full batch.
+func (db *DB) deleteInBatches(ctx context.Context, sql string, olderThan time.Duration, batch int) (int64, error) {
+	if batch <= 0 {
+		return 0, fmt.Errorf("batch size %d: must be positive", batch)
+	}
+	var total int64
+	for {
+		tag, err := db.pool.Exec(ctx, sql, olderThan.Seconds(), batch)
+		if err != nil {
+			return total, err
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			return total, nil
+		}
+	}
+}

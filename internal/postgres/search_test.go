@@ -1,0 +1,251 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
+)
+
+// board is a set of jobs of two companies with varied fields, some closed.
+type board struct {
+	db        *postgres.DB
+	a, b      jobboard.Company
+	ea, eb    jobboard.Actor // the employers (members) of a and b
+	candidate jobboard.Actor
+	jobs      []jobboard.Job // as created (and closed), in id order
+}
+
+func newBoard(t *testing.T) board {
+	t.Helper()
+	db := pgtest.NewDB(t)
+	bd := board{db: db, ea: mustUser(t, db, jobboard.RoleEmployer), eb: mustUser(t, db, jobboard.RoleEmployer),
+		candidate: mustUser(t, db, jobboard.RoleCandidate)}
+	bd.a = mustCompany(t, db, bd.ea)
+	bd.b = mustCompany(t, db, bd.eb)
+	titles := []string{"Backend Engineer", "Python Engineer", "Registered Nurse", "Product Designer", "Backend Python Developer"}
+	locations := []string{"Berlin", "New York", "berlin-Mitte", "Remote EU (100% remote)"}
+	for i := range 60 {
+		nj := jobboard.NewJob{
+			Title:          titles[i%len(titles)],
+			Description:    "Join us.",
+			Location:       locations[i%len(locations)],
+			Remote:         i%3 == 0,
+			EmploymentType: jobboard.EmploymentTypes[(i/2)%len(jobboard.EmploymentTypes)],
+		}
+		if i%7 != 0 {
+			nj.Salary = &jobboard.Salary{Min: 30000 + int64(i)*1000, Max: 50000 + int64(i)*1000, Currency: "EUR"}
+		}
+		owner, company := bd.ea, bd.a
+		if i%2 == 1 {
+			owner, company = bd.eb, bd.b
+		}
+		j := mustJob(t, db, owner, company.ID, nj)
+		if i%6 == 5 {
+			j = mustClose(t, db, owner, j.ID)
+		}
+		bd.jobs = append(bd.jobs, j)
+	}
+	return bd
+}
+
+// expected computes, in Go and independently of the SQL, the ids a search
+// must return, newest first. has is the text condition on the lower-cased
+// title.
+func (bd board) expected(actor *jobboard.Actor, f jobboard.JobFilter, has func(title string) bool) []int64 {
+	var ids []int64
+	for _, j := range bd.jobs {
+		member := actor != nil && ((actor.UserID == bd.ea.UserID && j.CompanyID == bd.a.ID) ||
+			(actor.UserID == bd.eb.UserID && j.CompanyID == bd.b.ID))
+		seesClosed := member && f.CompanyID != nil
+		switch {
+		case j.Status != jobboard.JobOpen && !seesClosed:
+		case has != nil && !has(strings.ToLower(j.Title)):
+		case f.Location != "" && !strings.Contains(strings.ToLower(j.Location), strings.ToLower(f.Location)):
+		case f.Remote != nil && j.Remote != *f.Remote:
+		case f.EmploymentType != "" && j.EmploymentType != f.EmploymentType:
+		case f.SalaryMin != nil && (j.Salary == nil || j.Salary.Max < *f.SalaryMin):
+		case f.CompanyID != nil && j.CompanyID != *f.CompanyID:
+		default:
+			ids = append(ids, j.ID)
+		}
+	}
+	slices.Reverse(ids)
+	return ids
+}
+
+// walk follows the cursors from the first page to the last and returns every
+// id seen, checking each page on the way. between runs after every page.
+func walk(t *testing.T, db *postgres.DB, actor *jobboard.Actor, f jobboard.JobFilter, between func()) []int64 {
+	t.Helper()
+	var ids []int64
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			t.Fatal("cursor never ends")
+		}
+		page, err := db.SearchJobs(context.Background(), actor, f)
+		if err != nil {
+			t.Fatalf("SearchJobs(%+v): %v", f, err)
+		}
+		if len(page.Items) > f.Limit {
+			t.Fatalf("page of %d items, limit %d", len(page.Items), f.Limit)
+		}
+		for _, j := range page.Items {
+			if len(ids) > 0 && j.ID >= ids[len(ids)-1] {
+				t.Fatalf("id %d after %d: not strictly newest first", j.ID, ids[len(ids)-1])
+			}
+			ids = append(ids, j.ID)
+		}
+		if page.NextAfter == 0 {
+			return ids
+		}
+		if len(page.Items) != f.Limit || page.NextAfter != page.Items[len(page.Items)-1].ID {
+			t.Fatalf("cursor %d on a page of %d items (limit %d)", page.NextAfter, len(page.Items), f.Limit)
+		}
+		f.After = page.NextAfter
+		if between != nil {
+			between()
+		}
+	}
+}
+
+func contains(words ...string) func(string) bool {
+	return func(title string) bool {
+		for _, w := range words {
+			if !strings.Contains(title, w) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func TestSearchJobsFilters(t *testing.T) {
+	t.Parallel()
+	bd := newBoard(t)
+	cases := []struct {
+		name  string
+		actor *jobboard.Actor
+		f     jobboard.JobFilter
+		has   func(string) bool
+	}{
+		{name: "everything open"},
+		{name: "word", f: jobboard.JobFilter{Query: "engineer"}, has: contains("engineer")},
+		{name: "stemmed word", f: jobboard.JobFilter{Query: "Nurses"}, has: contains("nurse")},
+		{name: "two words", f: jobboard.JobFilter{Query: "backend python"}, has: contains("backend", "python")},
+		{name: "negation", f: jobboard.JobFilter{Query: "engineer -python"},
+			has: func(s string) bool { return strings.Contains(s, "engineer") && !strings.Contains(s, "python") }},
+		{name: "phrase", f: jobboard.JobFilter{Query: `"backend engineer"`}, has: contains("backend engineer")},
+		{name: "or", f: jobboard.JobFilter{Query: "nurse or designer"},
+			has: func(s string) bool { return strings.Contains(s, "nurse") || strings.Contains(s, "designer") }},
+		{name: "no match", f: jobboard.JobFilter{Query: "astronaut"}, has: contains("astronaut")},
+		{name: "location substring, any case", f: jobboard.JobFilter{Location: "BERLIN"}},
+		{name: "location percent is literal", f: jobboard.JobFilter{Location: "100%"}},
+		{name: "location wildcard characters match nothing extra", f: jobboard.JobFilter{Location: "%"}},
+		{name: "location underscore is literal", f: jobboard.JobFilter{Location: "Berli_"}},
+		{name: "remote", f: jobboard.JobFilter{Remote: ptr(true)}},
+		{name: "on site", f: jobboard.JobFilter{Remote: ptr(false)}},
+		{name: "employment type", f: jobboard.JobFilter{EmploymentType: jobboard.Contract}},
+		{name: "salary reaches", f: jobboard.JobFilter{SalaryMin: ptr(int64(80000))}},
+		{name: "company, anonymous", f: jobboard.JobFilter{CompanyID: &bd.b.ID}},
+		{name: "company, its member sees closed jobs", actor: &bd.ea, f: jobboard.JobFilter{CompanyID: &bd.a.ID}},
+		{name: "company, another employer", actor: &bd.eb, f: jobboard.JobFilter{CompanyID: &bd.a.ID}},
+		{name: "company, candidate", actor: &bd.candidate, f: jobboard.JobFilter{CompanyID: &bd.a.ID}},
+		{name: "member without company filter sees only open jobs", actor: &bd.ea},
+		{name: "everything at once", actor: &bd.ea, has: contains("engineer"), f: jobboard.JobFilter{
+			Query: "engineer", Location: "berlin", Remote: ptr(false), EmploymentType: jobboard.FullTime,
+			SalaryMin: ptr(int64(40000)), CompanyID: &bd.a.ID}},
+	}
+	open := len(bd.expected(nil, jobboard.JobFilter{}, nil))
+	proper := 0
+	for _, c := range cases {
+		want := bd.expected(c.actor, c.f, c.has)
+		if len(want) > 0 && len(want) < open {
+			proper++
+		}
+		for _, limit := range []int{1, 4, 100} {
+			t.Run(fmt.Sprintf("%s/limit %d", c.name, limit), func(t *testing.T) {
+				f := c.f
+				f.Limit = limit
+				got := walk(t, bd.db, c.actor, f, nil)
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("ids (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+	// The filters must actually select: most cases keep some jobs but not all.
+	if proper < len(cases)-6 {
+		t.Errorf("only %d of %d cases select a proper non-empty subset; the board does not exercise the filters", proper, len(cases))
+	}
+}
+
+// Jobs created while a client pages through results have higher ids than
+// its cursor: they do not appear, and nothing repeats or is skipped.
+func TestSearchJobsStableWhileInserting(t *testing.T) {
+	t.Parallel()
+	bd := newBoard(t)
+	for _, f := range []jobboard.JobFilter{{Limit: 3}, {Limit: 2, Query: "engineer"}} {
+		var has func(string) bool
+		if f.Query != "" {
+			has = contains(f.Query)
+		}
+		want := bd.expected(nil, f, has)
+		inserted := 0
+		got := walk(t, bd.db, nil, f, func() {
+			bd.jobs = append(bd.jobs, mustJob(t, bd.db, bd.ea, bd.a.ID, newJob("Backend Engineer, new")))
+			inserted++
+		})
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%+v: ids (-want +got):\n%s", f, diff)
+		}
+		if inserted < 3 {
+			t.Errorf("only %d jobs inserted while paging", inserted)
+		}
+		// A new first page does show them.
+		page, err := bd.db.SearchJobs(context.Background(), nil, jobboard.JobFilter{Limit: 1, Query: f.Query})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.Items[0].Title != "Backend Engineer, new" {
+			t.Errorf("newest job = %q, want the one inserted last", page.Items[0].Title)
+		}
+	}
+}
+
+func TestSearchJobsPageSize(t *testing.T) {
+	t.Parallel()
+	bd := newBoard(t) // 50 open jobs
+	for _, c := range []struct{ limit, want int }{
+		{0, jobboard.DefaultPageSize}, {-5, jobboard.DefaultPageSize}, {7, 7}, {1000, 50},
+	} {
+		page, err := bd.db.SearchJobs(context.Background(), nil, jobboard.JobFilter{Limit: c.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Items) != c.want {
+			t.Errorf("limit %d: %d items, want %d", c.limit, len(page.Items), c.want)
+		}
+	}
+	// Exactly a full last page: no cursor pointing at an empty page.
+	open := len(bd.expected(nil, jobboard.JobFilter{}, nil))
+	page, err := bd.db.SearchJobs(context.Background(), nil, jobboard.JobFilter{Limit: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != open || page.NextAfter != 0 {
+		t.Errorf("limit = all %d: %d items, cursor %d; want all and no cursor", open, len(page.Items), page.NextAfter)
+	}
+	// A query of stop words only matches nothing, without an error.
+	page, err = bd.db.SearchJobs(context.Background(), nil, jobboard.JobFilter{Query: "the and", Limit: 10})
+	if err != nil || len(page.Items) != 0 || page.Items == nil {
+		t.Errorf("stop words: %d items (nil %t), %v; want an empty page", len(page.Items), page.Items == nil, err)
+	}
+}

@@ -1,0 +1,443 @@
+// Package workertest assembles the real peers that the tests of the event
+// pipeline (packages worker and outbox) run against: a fresh PostgreSQL
+// database holding an application, a queue and its dead-letter queue on the
+// local SQS stand-in, a mail.Sender on the local SES stand-in, and the
+// worker's handler wired to them. The only fake is FlakyMailer, which wraps
+// the real sender to inject failures.
+//
+// It is for tests only, like pgtest.
+package workertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/uuid"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/localaws"
+	"github.com/jobboard/jobboard/internal/mail"
+	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
+	"github.com/jobboard/jobboard/internal/queue"
+	"github.com/jobboard/jobboard/internal/worker"
+)
+
+// MailFrom is the sender address of the test emails.
+const MailFrom = "jobboard <jobs@example.com>"
+
+// Env is one test's pipeline.
+type Env struct {
+	// URL is the test database's; DB is a store over it with the worker's
+	// session settings (lock_timeout 5s, idle_in_transaction 60s).
+	URL string
+	DB  *postgres.DB
+
+	SQS              *sqs.Client
+	QueueURL, DLQURL string
+
+	SESEndpoint string
+	Sender      *mail.Sender
+
+	// Logs receives the worker's JSON lines and EMF lines.
+	Logs *LogBuffer
+}
+
+// Options shape the queue of an Env.
+type Options struct {
+	// VisibilityTimeout in seconds; zero means 30.
+	VisibilityTimeout int
+	// MaxReceiveCount before the DLQ; zero means 5.
+	MaxReceiveCount int
+}
+
+var queueSeq atomic.Int64
+
+// New builds an Env for tb. The SQS and SES stand-ins are shared by the
+// tests of the process; the database and the queues are tb's own.
+func New(tb testing.TB, o Options) *Env {
+	tb.Helper()
+	if o.VisibilityTimeout == 0 {
+		o.VisibilityTimeout = 30
+	}
+	if o.MaxReceiveCount == 0 {
+		o.MaxReceiveCount = 5
+	}
+	ctx := context.Background()
+	e := &Env{URL: pgtest.NewURL(tb), Logs: &LogBuffer{}}
+	e.DB = OpenWorkerDB(tb, e.URL)
+
+	e.SQS = localaws.NewSQSClient(localaws.SQS(tb).Endpoint)
+	name := fmt.Sprintf("status-%d-%d", time.Now().UnixNano(), queueSeq.Add(1))
+	var err error
+	e.QueueURL, e.DLQURL, err = localaws.CreateQueueWithDLQ(ctx, e.SQS, name, o.VisibilityTimeout, o.MaxReceiveCount)
+	if err != nil {
+		tb.Fatal(err)
+	}
+
+	e.SESEndpoint = localaws.SES(tb).Endpoint
+	e.Sender, err = mail.NewSender(localaws.NewSESClient(e.SESEndpoint), MailFrom)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+// OpenWorkerDB opens a store over url with the worker's session settings,
+// closed when tb ends.
+func OpenWorkerDB(tb testing.TB, url string) *postgres.DB {
+	tb.Helper()
+	db, err := postgres.Open(context.Background(), url, postgres.WorkerSession(5*time.Second, time.Minute))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(db.Close)
+	return db
+}
+
+// Handler returns a worker handler over the Env's database (or store, if
+// given) that sends through m and logs to e.Logs.
+func (e *Env) Handler(tb testing.TB, m jobboard.Mailer, adjust ...func(*worker.Config)) *worker.Handler {
+	tb.Helper()
+	c := worker.Config{
+		Store:   e.DB,
+		Mailer:  m,
+		Decode:  queue.DecodeStatusEvent,
+		Hash:    queue.PayloadHash,
+		Logger:  slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics: e.Logs,
+	}
+	for _, f := range adjust {
+		f(&c)
+	}
+	h, err := worker.New(c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return h
+}
+
+// Poller returns a poller of the Env's queue that invokes h, with short
+// long-polls so that tests stay quick.
+func (e *Env) Poller(h *worker.Handler) *queue.Poller {
+	return &queue.Poller{Client: e.SQS, QueueURL: e.QueueURL, Handler: h.Handle, WaitTimeSeconds: 1}
+}
+
+// Publisher returns a queue.Publisher to the Env's queue.
+func (e *Env) Publisher() *queue.Publisher { return queue.NewPublisher(e.SQS, e.QueueURL) }
+
+// App is an application with everything around it.
+type App struct {
+	ID             int64
+	Employer       jobboard.Actor
+	Candidate      jobboard.Actor
+	CandidateEmail string
+	CandidateName  string
+	JobTitle       string
+	CompanyName    string
+}
+
+// NewApp creates an employer with a company and an open job, and a
+// candidate, with an address no other test uses, who has applied to it.
+func (e *Env) NewApp(tb testing.TB) App {
+	tb.Helper()
+	ctx := context.Background()
+	tag := strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+	employer, err := e.DB.CreateUser(ctx, jobboard.Registration{
+		Email: "boss-" + tag + "@example.com", Name: "Boss " + tag, Role: jobboard.RoleEmployer}, "hash")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	candidate, err := e.DB.CreateUser(ctx, jobboard.Registration{
+		Email: "sam-" + tag + "@example.com", Name: "Sam " + tag, Role: jobboard.RoleCandidate}, "hash")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	emp := jobboard.Actor{UserID: employer.ID, Role: employer.Role}
+	cand := jobboard.Actor{UserID: candidate.ID, Role: candidate.Role}
+	company, err := e.DB.CreateCompany(ctx, emp, jobboard.NewCompany{Name: "Acme " + tag})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	job, err := e.DB.CreateJob(ctx, emp, company.ID, jobboard.NewJob{
+		Title: "Backend Engineer", Description: "Go and PostgreSQL.", EmploymentType: jobboard.FullTime})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	app, err := e.DB.Apply(ctx, cand, job.ID, jobboard.NewApplication{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return App{ID: app.ID, Employer: emp, Candidate: cand, CandidateEmail: candidate.Email,
+		CandidateName: candidate.Name, JobTitle: job.Title, CompanyName: company.Name}
+}
+
+// Event returns a new status event about a, as the API would emit it (but
+// without an outbox row).
+func (a App) Event() jobboard.StatusChangedEvent {
+	return jobboard.StatusChangedEvent{
+		Type:          jobboard.EventTypeStatusChanged,
+		EventID:       uuid.NewString(),
+		OccurredAt:    time.Now().UTC().Truncate(time.Microsecond),
+		ApplicationID: a.ID,
+		OldStatus:     jobboard.StatusSubmitted,
+		NewStatus:     jobboard.StatusReviewing,
+	}
+}
+
+// Subject is the subject of the email about ev to a.
+func (a App) Subject(tb testing.TB, ev jobboard.StatusChangedEvent) string {
+	tb.Helper()
+	subject, _, _, err := mail.Render(jobboard.StatusEmail{
+		EventID: ev.EventID, To: a.CandidateEmail, CandidateName: a.CandidateName, JobTitle: a.JobTitle,
+		CompanyName: a.CompanyName, ApplicationID: a.ID, OldStatus: ev.OldStatus, NewStatus: ev.NewStatus})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return subject
+}
+
+// Body is the message body of ev.
+func Body(tb testing.TB, ev jobboard.StatusChangedEvent) string {
+	tb.Helper()
+	b, err := queue.EncodeStatusEvent(ev)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+// SendBody puts a message with body on the Env's queue and returns its
+// message id.
+func (e *Env) SendBody(tb testing.TB, body string) string {
+	tb.Helper()
+	out, err := e.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{
+		QueueUrl: aws.String(e.QueueURL), MessageBody: aws.String(body)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return aws.ToString(out.MessageId)
+}
+
+// Receive receives up to n messages from the queue (waiting up to a second)
+// and returns them as Lambda would hand them to the worker, without
+// deleting them.
+func (e *Env) Receive(tb testing.TB, n int32) events.SQSEvent {
+	tb.Helper()
+	out, err := e.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+		QueueUrl: aws.String(e.QueueURL), MaxNumberOfMessages: n, WaitTimeSeconds: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var ev events.SQSEvent
+	for _, m := range out.Messages {
+		ev.Records = append(ev.Records, events.SQSMessage{
+			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
+			Body: aws.ToString(m.Body), EventSource: "aws:sqs"})
+	}
+	return ev
+}
+
+// Depth returns the messages in a queue, visible or in flight.
+func (e *Env) Depth(tb testing.TB, queueURL string) int {
+	tb.Helper()
+	out, err := e.SQS.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(queueURL),
+		AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameApproximateNumberOfMessages,
+			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	total := 0
+	for _, k := range []types.QueueAttributeName{
+		types.QueueAttributeNameApproximateNumberOfMessages,
+		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	} {
+		n, err := strconv.Atoi(out.Attributes[string(k)])
+		if err != nil {
+			tb.Fatalf("queue attribute %s = %q: %v", k, out.Attributes[string(k)], err)
+		}
+		total += n
+	}
+	return total
+}
+
+// Drain polls the queue with p until it is empty (nothing visible or in
+// flight), failing tb after timeout.
+func (e *Env) Drain(tb testing.TB, p *queue.Poller, timeout time.Duration) {
+	tb.Helper()
+	Eventually(tb, timeout, "queue drained", func() bool {
+		if _, _, err := p.PollOnce(context.Background()); err != nil {
+			tb.Logf("poll: %v", err)
+		}
+		return e.Depth(tb, e.QueueURL) == 0
+	})
+}
+
+// EmailsTo returns the emails the SES stand-in accepted for to.
+func (e *Env) EmailsTo(tb testing.TB, to string) []localaws.Email {
+	tb.Helper()
+	got, err := localaws.EmailsTo(context.Background(), e.SESEndpoint, to)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return got
+}
+
+// Claim is a processed_events row.
+type Claim struct {
+	EventID string
+	Outcome string
+}
+
+// Claims returns the claim rows of an event id (zero or one).
+func (e *Env) Claims(tb testing.TB, eventID string) []Claim {
+	tb.Helper()
+	rows, err := e.DB.Pool().Query(context.Background(),
+		`SELECT event_id, outcome FROM processed_events WHERE event_id = $1`, eventID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	var cs []Claim
+	for rows.Next() {
+		var c Claim
+		if err := rows.Scan(&c.EventID, &c.Outcome); err != nil {
+			tb.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return cs
+}
+
+// Eventually calls cond until it returns true, failing tb after timeout.
+// It is how these tests wait for SQS (a visibility timeout to pass, a
+// message to reach the DLQ): a condition with a deadline, never a sleep.
+func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for: %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+// FlakyMailer wraps a real Mailer and fails the calls that Fail picks. It
+// is the one fake of these tests: failures are injected at the mail-sender
+// interface and nowhere else.
+type FlakyMailer struct {
+	Next jobboard.Mailer
+	// Fail is called before each send with its number (from 1); a non-nil
+	// error is returned instead of sending. Nil Fail passes every call.
+	Fail func(call int, e jobboard.StatusEmail) error
+
+	mu    sync.Mutex
+	calls int
+	sent  int
+}
+
+// SendStatusEmail implements jobboard.Mailer.
+func (m *FlakyMailer) SendStatusEmail(ctx context.Context, e jobboard.StatusEmail) (string, error) {
+	m.mu.Lock()
+	m.calls++
+	n := m.calls
+	m.mu.Unlock()
+	if m.Fail != nil {
+		if err := m.Fail(n, e); err != nil {
+			return "", err
+		}
+	}
+	id, err := m.Next.SendStatusEmail(ctx, e)
+	if err == nil {
+		m.mu.Lock()
+		m.sent++
+		m.mu.Unlock()
+	}
+	return id, err
+}
+
+// Calls returns how many sends were attempted, and how many reached the
+// mail service and succeeded.
+func (m *FlakyMailer) Calls() (attempted, sent int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls, m.sent
+}
+
+// LogBuffer collects log lines from several goroutines.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Lines returns every line written so far, decoded as JSON objects.
+func (b *LogBuffer) Lines(tb testing.TB) []map[string]any {
+	tb.Helper()
+	b.mu.Lock()
+	data := append([]byte(nil), b.buf.Bytes()...)
+	b.mu.Unlock()
+	var lines []map[string]any
+	for _, raw := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		if len(raw) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			tb.Fatalf("log line is not JSON: %s", raw)
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// Records returns the log lines about records (those with an outcome).
+func (b *LogBuffer) Records(tb testing.TB) []map[string]any {
+	tb.Helper()
+	var out []map[string]any
+	for _, l := range b.Lines(tb) {
+		if _, ok := l["outcome"]; ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Metrics returns the EMF lines.
+func (b *LogBuffer) Metrics(tb testing.TB) []map[string]any {
+	tb.Helper()
+	var out []map[string]any
+	for _, l := range b.Lines(tb) {
+		if _, ok := l["_aws"]; ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
