@@ -49,15 +49,15 @@ func main() {
 
 // settings is what run reads from the environment.
 type settings struct {
-	queueURL    string
-	retention   time.Duration
-	logLevel    slog.Level
+	queueURL  string
+	retention time.Duration
+	logLevel  slog.Level
 }
 
 func loadSettings(getenv func(string) string) (settings, error) {
 	s := settings{
-		queueURL:    getenv("STATUS_EVENTS_QUEUE_URL"),
-		retention:   outbox.DefaultRetention,
+		queueURL:  getenv("STATUS_EVENTS_QUEUE_URL"),
+		retention: outbox.DefaultRetention,
 	}
 	var problems []error
 	if s.queueURL == "" {
