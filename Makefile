@@ -9,6 +9,11 @@ TOOLS_DIR             ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/jobboard-tools
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
+# The Lambda Runtime Interface Emulator (what `sam local invoke` runs inside its
+# container): internal/deploy runs every function under it, `make invoke` too.
+AWS_LAMBDA_RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+AWS_LAMBDA_RIE         := $(TOOLS_DIR)/aws-lambda-rie-$(AWS_LAMBDA_RIE_VERSION)
+
 # The npm stand-ins for SQS and SES (see .ci/localaws/package.json).
 LOCALAWS := .ci/localaws/node_modules/.package-lock.json
 
@@ -19,7 +24,7 @@ ARTIFACTS_DIR ?= build
 LAMBDA_GOFLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
-.PHONY: dev test lint bench migrate build localaws
+.PHONY: dev test lint bench migrate build localaws rie invoke
 .PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction
 
 ## dev: the whole system on this machine (see internal/devstack): PostgreSQL,
@@ -30,8 +35,8 @@ dev: $(LOCALAWS)
 	$(WITH_PG) build/dev/dev -bin build/dev
 
 ## test: lint, then every test with the race detector.
-test: lint $(LOCALAWS)
-	$(WITH_PG) $(GO) test -race -count=1 ./...
+test: lint $(LOCALAWS) $(AWS_LAMBDA_RIE)
+	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -race -count=1 ./...
 
 ## lint: gofmt, go vet and golangci-lint (pinned).
 lint: $(GOLANGCI_LINT)
@@ -46,8 +51,21 @@ $(GOLANGCI_LINT):
 	mv $(TOOLS_DIR)/tmp/golangci-lint $@
 
 ## bench: the benchmarks, reported as ratios against baselines of the same run.
-bench: $(LOCALAWS)
-	$(WITH_PG) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+bench: $(LOCALAWS) $(AWS_LAMBDA_RIE)
+	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+## rie: the pinned Lambda Runtime Interface Emulator.
+rie: $(AWS_LAMBDA_RIE)
+$(AWS_LAMBDA_RIE):
+	mkdir -p $(TOOLS_DIR)/tmp
+	GOBIN=$(TOOLS_DIR)/tmp $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(AWS_LAMBDA_RIE_VERSION)
+	mv $(TOOLS_DIR)/tmp/aws-lambda-rie $@
+
+## invoke: run one function under aws-lambda-rie with one sample event, against
+## the stack of `make dev` (like `sam local invoke FUNCTION -e EVENT`), e.g.
+##   make invoke FUNCTION=WorkerFunction EVENT=events/sqs-status-event.json
+invoke: $(AWS_LAMBDA_RIE)
+	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) .ci/invoke.sh $(FUNCTION) $(EVENT)
 
 ## migrate: apply the schema migrations to the database at DATABASE_URL.
 migrate:
