@@ -32,6 +32,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/postgres/schema"
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
@@ -135,7 +136,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	switch command {
 	case "migrate":
-		if err := postgres.Migrate(ctx, cfg.databaseURL); err != nil {
+		if err := schema.Migrate(ctx, cfg.databaseURL); err != nil {
 			return err
 		}
 		logger.InfoContext(ctx, "migrations applied")
@@ -206,7 +207,7 @@ func runLambda(ctx context.Context, cfg config, logger *slog.Logger) error {
 func serveLocal(ctx context.Context, cfg config, logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := postgres.Migrate(ctx, cfg.databaseURL); err != nil {
+	if err := schema.Migrate(ctx, cfg.databaseURL); err != nil {
 		return err
 	}
 	h, closeDB, err := newHandler(ctx, cfg, logger)

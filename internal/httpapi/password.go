@@ -39,18 +39,13 @@ const (
 
 var errMalformedHash = errors.New("malformed argon2id hash")
 
-// passwordHasher hashes and verifies passwords. dummy is a hash of a random
-// password with the same parameters, verified when a login names an unknown
-// email, so that the answer takes as long as for a wrong password.
+// passwordHasher hashes and verifies passwords.
 type passwordHasher struct {
 	params PasswordParams
-	dummy  string
 }
 
 func newPasswordHasher(p PasswordParams) passwordHasher {
-	h := passwordHasher{params: p}
-	h.dummy = h.hash(rand.Text())
-	return h
+	return passwordHasher{params: p}
 }
 
 // hash returns the PHC string of password:
@@ -75,9 +70,13 @@ func (h passwordHasher) verify(password, encoded string) (bool, error) {
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }
 
-// burn spends the time of one verification, for unknown emails.
+// burn spends the time of one verification, for unknown emails, so that the
+// answer takes as long as for a wrong password. It derives a key with the
+// current parameters rather than verifying a stored dummy hash, so that
+// nothing is hashed at start-up (a Lambda cold start would pay for it).
 func (h passwordHasher) burn(password string) {
-	_, _ = h.verify(password, h.dummy)
+	var salt [saltLen]byte
+	_ = argon2.IDKey([]byte(password), salt[:], h.params.Time, h.params.MemoryKiB, h.params.Threads, keyLen)
 }
 
 func parseHash(encoded string) (PasswordParams, []byte, []byte, error) {

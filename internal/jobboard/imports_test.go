@@ -13,15 +13,16 @@ const module = "github.com/jobboard/jobboard/"
 // from the adapters to the domain. Composition roots (functions/*,
 // internal/devstack, internal/cmd/*) wire everything and are not listed.
 var allowedInternal = map[string][]string{
-	"internal/jobboard": {},
-	"internal/postgres": {"internal/jobboard"},
-	"internal/httpapi":  {"internal/jobboard"},
-	"internal/queue":    {"internal/jobboard"},
-	"internal/mail":     {"internal/jobboard"},
-	"internal/worker":   {"internal/jobboard"},
-	"internal/outbox":   {"internal/jobboard"},
-	"internal/localaws": {},
-	"internal/secret":   {},
+	"internal/jobboard":        {},
+	"internal/postgres":        {"internal/jobboard"},
+	"internal/httpapi":         {"internal/jobboard"},
+	"internal/queue":           {"internal/jobboard"},
+	"internal/mail":            {"internal/jobboard"},
+	"internal/worker":          {"internal/jobboard"},
+	"internal/outbox":          {"internal/jobboard"},
+	"internal/localaws":        {},
+	"internal/secret":          {},
+	"internal/postgres/schema": {},
 }
 
 // The domain imports only the standard library, and no adapter imports

@@ -25,6 +25,7 @@ import (
 	"github.com/peterldowns/pgtestdb"
 
 	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/postgres/schema"
 )
 
 // ServerURL is the URL of the server that tests use.
@@ -69,17 +70,17 @@ func NewDB(tb testing.TB) *postgres.DB {
 	return db
 }
 
-// migrator adapts postgres.Migrate to pgtestdb: the template's name is a hash
+// migrator adapts schema.Migrate to pgtestdb: the template's name is a hash
 // of the migration files, so a changed schema gets a new template.
 type migrator struct{}
 
 func (migrator) Hash() (string, error) {
 	h := sha256.New()
-	err := fs.WalkDir(postgres.Migrations(), ".", func(path string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(schema.Migrations(), ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := fs.ReadFile(postgres.Migrations(), path)
+		b, err := fs.ReadFile(schema.Migrations(), path)
 		h.Write([]byte(path))
 		h.Write(b)
 		return err
@@ -88,5 +89,5 @@ func (migrator) Hash() (string, error) {
 }
 
 func (migrator) Migrate(ctx context.Context, _ *sql.DB, c pgtestdb.Config) error {
-	return postgres.Migrate(ctx, c.URL())
+	return schema.Migrate(ctx, c.URL())
 }

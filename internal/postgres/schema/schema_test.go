@@ -1,4 +1,4 @@
-package postgres_test
+package schema_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
+	"github.com/jobboard/jobboard/internal/postgres/schema"
 )
 
 // Migrating an already migrated database, from several connections at once,
@@ -22,7 +22,7 @@ func TestMigrateIsIdempotentUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- postgres.Migrate(ctx, url)
+			errs <- schema.Migrate(ctx, url)
 		}()
 	}
 	wg.Wait()

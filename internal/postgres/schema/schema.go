@@ -1,4 +1,8 @@
-package postgres
+// Package schema holds the job board's PostgreSQL schema as embedded SQL
+// migrations and applies them with tern under an advisory lock. It is apart
+// from package postgres so that only the programs that migrate (the API's
+// local mode and `make migrate`, and the tests) link the migration tool.
+package schema
 
 import (
 	"context"
