@@ -24,11 +24,8 @@ func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in jobboard.NewApplication
-	if err := decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	if err := in.Validate(); err != nil {
+	in, err := decodeValid[jobboard.NewApplication](w, r)
+	if err != nil {
 		return err
 	}
 	app, err := s.applications.Apply(r.Context(), a, jobID, in)

@@ -15,12 +15,8 @@ func (s *server) createCompany(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in jobboard.NewCompany
-	if err := decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	in.Normalize()
-	if err := in.Validate(); err != nil {
+	in, err := decodeValid[jobboard.NewCompany](w, r)
+	if err != nil {
 		return err
 	}
 	c, err := s.companies.CreateCompany(r.Context(), a, in)

@@ -26,12 +26,8 @@ func (s *server) createJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in jobboard.NewJob
-	if err := decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	in.Normalize()
-	if err := in.Validate(); err != nil {
+	in, err := decodeValid[jobboard.NewJob](w, r)
+	if err != nil {
 		return err
 	}
 	j, err := s.jobs.CreateJob(r.Context(), a, companyID, in)

@@ -35,6 +35,32 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
+// validatable is a request body that checks itself; the domain's input types
+// (jobboard.Registration, NewCompany, NewJob, NewApplication) are.
+type validatable interface {
+	Validate() error
+}
+
+// normalizer is an input that tidies itself (trims, lower-cases) before it
+// is validated.
+type normalizer interface {
+	Normalize()
+}
+
+// decodeValid decodes the body into a T, normalises it when T knows how, and
+// validates it. Errors: those of decodeJSON, and *jobboard.ValidationError
+// (422).
+func decodeValid[T validatable](w http.ResponseWriter, r *http.Request) (T, error) {
+	var in T
+	if err := decodeJSON(w, r, &in); err != nil {
+		return in, err
+	}
+	if n, ok := any(&in).(normalizer); ok {
+		n.Normalize()
+	}
+	return in, in.Validate()
+}
+
 // readBody reads the whole body (at most maxBodyBytes) and checks that it is
 // exactly one JSON object with nothing after it.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {

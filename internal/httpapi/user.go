@@ -23,12 +23,8 @@ type session struct {
 // register creates an account and signs it in.
 // POST /v1/auth/register → 201 session; 409 email-taken; 422.
 func (s *server) register(w http.ResponseWriter, r *http.Request) error {
-	var in jobboard.Registration
-	if err := decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	in.Normalize()
-	if err := in.Validate(); err != nil {
+	in, err := decodeValid[jobboard.Registration](w, r)
+	if err != nil {
 		return err
 	}
 	u, err := s.users.CreateUser(r.Context(), in, s.passwords.hash(in.Password))
