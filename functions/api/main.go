@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -64,6 +66,9 @@ type config struct {
 	port        string
 	logLevel    slog.Level
 	lambda      bool
+	// aws is the AWS configuration, loaded once for every client the
+	// function makes (Secrets Manager, SQS).
+	aws aws.Config
 	// getenv is kept for the pieces that read their own settings (the
 	// event relay's queue).
 	getenv func(string) string
@@ -125,7 +130,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.logLevel}))
-	secrets := secret.DefaultClient(ctx) // used only when a secret comes from Secrets Manager
+	if cfg.aws, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
+		return fmt.Errorf("load AWS configuration: %w", err)
+	}
+	secrets := secret.NewClient(cfg.aws) // used only when a secret comes from Secrets Manager
 	if err := cfg.loadDatabaseURL(ctx, secrets); err != nil {
 		return err
 	}
@@ -162,11 +170,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 	if err != nil {
 		return nil, nil, err
 	}
-	relay, err := eventRelay(ctx, cfg.getenv, db, logger)
-	if err != nil {
-		db.Close()
-		return nil, nil, fmt.Errorf("event relay: %w", err)
-	}
+	relay := eventRelay(ctx, cfg.getenv, cfg.aws, db, logger)
 	h = httpapi.NewServer(httpapi.Config{
 		Users:        db,
 		Companies:    db,

@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
@@ -20,17 +19,13 @@ import (
 // runs without the fast path, and the sweeper publishes every outbox row.
 // AWS_ENDPOINT_URL_SQS points the SDK at a local stand-in (standard SDK
 // configuration, no special branch).
-func eventRelay(ctx context.Context, getenv func(string) string, db *postgres.DB, logger *slog.Logger) (jobboard.EventRelay, error) {
+func eventRelay(ctx context.Context, getenv func(string) string, awsCfg aws.Config, db *postgres.DB, logger *slog.Logger) jobboard.EventRelay {
 	queueURL := getenv("STATUS_EVENTS_QUEUE_URL")
 	if queueURL == "" {
 		logger.WarnContext(ctx, "STATUS_EVENTS_QUEUE_URL is not set: status events wait in the outbox for the sweeper")
-		return nil, nil
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
+		return nil
 	}
 	publisher := queue.NewPublisher(sqs.NewFromConfig(awsCfg), queueURL)
 	publisher.Logger = logger
-	return outbox.NewRelay(publisher, db), nil
+	return outbox.NewRelay(publisher, db)
 }

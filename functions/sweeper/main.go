@@ -138,7 +138,7 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (s
 	publisher.Logger = logger
 
 	// The sweeper works in one transaction or statement at a time.
-	databaseURL, err := secret.DatabaseURL(ctx, getenv, secret.DefaultClient(ctx))
+	databaseURL, err := secret.DatabaseURL(ctx, getenv, secret.NewClient(awsCfg))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -145,13 +145,13 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (h
 	}
 	sender.ConfigurationSet = s.configurationSet
 
-	// One sandbox handles one batch at a time, record after record: one
-	// connection is all it uses, and the event source mapping's
-	// MaximumConcurrency then bounds the worker's connections.
-	databaseURL, err := secret.DatabaseURL(ctx, getenv, secret.DefaultClient(ctx))
+	databaseURL, err := secret.DatabaseURL(ctx, getenv, secret.NewClient(awsCfg))
 	if err != nil {
 		return nil, nil, err
 	}
+	// One sandbox handles one batch at a time, record after record: one
+	// connection is all it uses, and the event source mapping's
+	// MaximumConcurrency then bounds the worker's connections.
 	db, err := postgres.Open(ctx, databaseURL, postgres.WorkerSession(lockTimeout, idleInTx),
 		func(c *pgxpool.Config) { c.MaxConns = 1 })
 	if err != nil {

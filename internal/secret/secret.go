@@ -18,7 +18,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 )
 
@@ -51,16 +51,12 @@ type Getter interface {
 	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
 }
 
-// DefaultClient returns a newClient function for DatabaseURL and JWTKey that
-// builds a Secrets Manager client from the default AWS configuration (the
-// Lambda's role and region) the first time it is called, and returns that
-// same client afterwards. Its error is the configuration's.
-func DefaultClient(ctx context.Context) func() (Getter, error) {
+// NewClient returns a newClient function for DatabaseURL and JWTKey that
+// builds a Secrets Manager client from cfg (the AWS configuration the
+// function loaded once, for all its clients) the first time it is called,
+// and returns that same client afterwards. It never fails.
+func NewClient(cfg aws.Config) func() (Getter, error) {
 	return sync.OnceValues(func() (Getter, error) {
-		cfg, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("load AWS configuration: %w", err)
-		}
 		return secretsmanager.NewFromConfig(cfg), nil
 	})
 }

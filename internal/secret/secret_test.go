@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/smithy-go"
@@ -296,9 +297,9 @@ func TestJWTKey(t *testing.T) {
 	}
 }
 
-// DefaultClient builds one client however often it is called, and that
-// client reaches the endpoint the standard AWS variables name.
-func TestDefaultClientIsBuiltOnceFromTheEnvironment(t *testing.T) {
+// NewClient builds one client however often it is called, and that client
+// reaches the endpoint the standard AWS variables name.
+func TestNewClientIsBuiltOnceFromTheEnvironment(t *testing.T) {
 	fake := &fakeSecretsManager{strings: map[string]string{jwtARN: strings.Repeat("z", 40)}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
@@ -306,14 +307,18 @@ func TestDefaultClientIsBuiltOnceFromTheEnvironment(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_REGION", "us-east-1")
-	newClient := secret.DefaultClient(context.Background())
+	awsCfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newClient := secret.NewClient(awsCfg)
 	a, errA := newClient()
 	b, errB := newClient()
 	if errA != nil || errB != nil || a != b {
-		t.Fatalf("DefaultClient gave %p (%v) then %p (%v); want one client", a, errA, b, errB)
+		t.Fatalf("NewClient gave %p (%v) then %p (%v); want one client", a, errA, b, errB)
 	}
 	got, err := secret.JWTKey(context.Background(), env(map[string]string{secret.EnvJWTSecretARN: jwtARN}), newClient)
 	if err != nil || string(got) != strings.Repeat("z", 40) {
-		t.Errorf("JWTKey through DefaultClient = %q, %v", got, err)
+		t.Errorf("JWTKey through NewClient = %q, %v", got, err)
 	}
 }
