@@ -45,16 +45,12 @@ type Server struct {
 type Option func(*options)
 
 type options struct {
-	port   int
-	output io.Writer
+	port int
 }
 
 // WithPort makes the stand-in listen on a fixed port instead of a free one
 // (for `make dev`, where people open the SES page in a browser).
 func WithPort(port int) Option { return func(o *options) { o.port = port } }
-
-// WithOutput copies the stand-in's own log lines (stderr) to w.
-func WithOutput(w io.Writer) Option { return func(o *options) { o.output = w } }
 
 // StartSQS starts fauxqs on 127.0.0.1 (a free port unless WithPort) and waits
 // until GET /health answers. ctx bounds the start only; the server runs until
@@ -96,9 +92,6 @@ func start(ctx context.Context, service, healthPath string, opts []Option) (*Ser
 	cmd.Dir = dir
 	cmd.Stdout = ready
 	cmd.Stderr = s.stderr
-	if o.output != nil {
-		cmd.Stderr = io.MultiWriter(s.stderr, o.output)
-	}
 	if _, err := cmd.StdinPipe(); err != nil {
 		return nil, fmt.Errorf("start %s stand-in: %w", service, err)
 	}

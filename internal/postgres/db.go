@@ -40,9 +40,6 @@ func Open(ctx context.Context, url string, options ...func(*pgxpool.Config)) (*D
 	return &DB{pool: pool}, nil
 }
 
-// NewDB wraps an existing pool.
-func NewDB(pool *pgxpool.Pool) *DB { return &DB{pool: pool} }
-
 // Pool returns the underlying pool, for tests and health checks.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
