@@ -160,8 +160,6 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (h
 	h, err = worker.New(worker.Config{
 		Store:   db,
 		Mailer:  sender,
-		Decode:  queue.DecodeStatusEvent,
-		Hash:    queue.PayloadHash,
 		Logger:  logger,
 		Metrics: stdout,
 	})

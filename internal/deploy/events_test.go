@@ -71,8 +71,8 @@ var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a
 
 // statusEvent decodes an SQS body as the worker must: a well-formed body
 // has a type, a UUID event_id, and valid statuses.
-func statusEvent(body string) (jobboard.StatusChangedEvent, bool) {
-	var ev jobboard.StatusChangedEvent
+func statusEvent(body string) (jobboard.Event, bool) {
+	var ev jobboard.Event
 	dec := json.NewDecoder(strings.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ev); err != nil {

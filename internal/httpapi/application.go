@@ -148,7 +148,7 @@ func (s *server) changeStatus(w http.ResponseWriter, r *http.Request) error {
 // relayEvent hands a committed event to the relay, when there is one. A
 // failure only delays the event (the sweeper publishes it later), so it is
 // logged and the answer is unchanged.
-func (s *server) relayEvent(r *http.Request, ev jobboard.StatusChangedEvent) {
+func (s *server) relayEvent(r *http.Request, ev jobboard.Event) {
 	if s.relay == nil {
 		return
 	}

@@ -158,18 +158,18 @@ func (f failingJobs) Job(context.Context, *jobboard.Actor, int64) (jobboard.Job,
 // failingRelay records events and fails.
 type failingRelay struct {
 	mu     sync.Mutex
-	events []jobboard.StatusChangedEvent
+	events []jobboard.Event
 	err    error
 }
 
-func (f *failingRelay) Relay(_ context.Context, ev jobboard.StatusChangedEvent) error {
+func (f *failingRelay) Relay(_ context.Context, ev jobboard.Event) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, ev)
 	return f.err
 }
 
-func (f *failingRelay) got() []jobboard.StatusChangedEvent {
+func (f *failingRelay) got() []jobboard.Event {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.events)

@@ -154,7 +154,7 @@ type ApplicationStore interface {
 	// transaction, records the history row and the outbox event. The event is
 	// nil when the status was already the requested one (nothing changes).
 	// Errors: ErrNotFound, ErrInvalidTransition, ErrPreconditionFailed.
-	ChangeStatus(ctx context.Context, actor Actor, id int64, c StatusChange) (Application, *StatusChangedEvent, error)
+	ChangeStatus(ctx context.Context, actor Actor, id int64, c StatusChange) (Application, *Event, error)
 	// History lists an application's status changes, oldest first.
 	// Errors: ErrNotFound.
 	History(ctx context.Context, actor Actor, id int64) ([]HistoryEntry, error)

@@ -59,7 +59,7 @@ type EventStore interface {
 	//
 	// Errors: ErrEventBusy when another transaction holds the claim longer
 	// than the lock timeout; database errors.
-	ProcessStatusEvent(ctx context.Context, ev StatusChangedEvent, payloadHash []byte,
+	ProcessStatusEvent(ctx context.Context, ev Event, payloadHash []byte,
 		send func(ctx context.Context, d ApplicationDetails) error) (EventOutcome, error)
 }
 
@@ -76,7 +76,7 @@ type OutboxStore interface {
 	// and how many it marked. An error from publish rolls back and is
 	// returned wrapped. Errors: database errors.
 	PublishPending(ctx context.Context, olderThan time.Duration, limit int,
-		publish func(ctx context.Context, events []StatusChangedEvent) (accepted []string, err error)) (locked, published int, err error)
+		publish func(ctx context.Context, events []Event) (accepted []string, err error)) (locked, published int, err error)
 	// DeleteProcessedEvents deletes claims older than olderThan, at most
 	// batch rows per statement, and returns how many it deleted.
 	// Errors: database errors.

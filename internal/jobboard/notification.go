@@ -42,5 +42,5 @@ type EventRelay interface {
 	// Relay publishes the event and marks it published. An error leaves the
 	// outbox row unpublished, for the sweeper; the status change itself is
 	// already committed.
-	Relay(ctx context.Context, ev StatusChangedEvent) error
+	Relay(ctx context.Context, ev Event) error
 }

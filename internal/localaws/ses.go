@@ -17,8 +17,27 @@ type Email struct {
 	Destination Destination `json:"destination"`
 	Subject     string      `json:"subject"`
 	Body        EmailBody   `json:"body"`
+	// Headers are the custom headers the email was sent with.
+	Headers []Header `json:"headers"`
 	// At is when it was accepted, in Unix seconds.
 	At int64 `json:"at"`
+}
+
+// Header is one custom message header.
+type Header struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Header returns the value of the email's custom header name (compared
+// case-insensitively), or "".
+func (e Email) Header(name string) string {
+	for _, h := range e.Headers {
+		if strings.EqualFold(h.Name, name) {
+			return h.Value
+		}
+	}
+	return ""
 }
 
 // Destination lists an email's recipients.

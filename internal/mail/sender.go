@@ -83,6 +83,7 @@ func (s *Sender) SendStatusEmail(ctx context.Context, e jobboard.StatusEmail) (m
 				Text: &types.Content{Data: aws.String(text), Charset: aws.String("UTF-8")},
 				Html: &types.Content{Data: aws.String(html), Charset: aws.String("UTF-8")},
 			},
+			Headers: eventHeader(e.EventID),
 		}},
 		EmailTags: emailTags(e),
 	}
@@ -106,6 +107,20 @@ func checkRecipient(to string) error {
 		return fmt.Errorf("%q is not a bare address", to)
 	}
 	return nil
+}
+
+// EventIDHeader is the message header that carries the email's event_id, so
+// that a received email (and a complaint about it) can be traced to its event.
+const EventIDHeader = "X-Jobboard-Event-Id"
+
+// eventHeader returns the event id header; an id that is not printable ASCII
+// (never one of ours, which are UUIDs) is sanitised like a tag value.
+func eventHeader(eventID string) []types.MessageHeader {
+	v := tagValue(eventID)
+	if v == "" {
+		return nil
+	}
+	return []types.MessageHeader{{Name: aws.String(EventIDHeader), Value: aws.String(v)}}
 }
 
 // Tag names on every email.

@@ -24,12 +24,12 @@ type publisher struct {
 	calls  int
 }
 
-func (p *publisher) Publish(ctx context.Context, evs []jobboard.StatusChangedEvent) ([]string, error) {
+func (p *publisher) Publish(ctx context.Context, evs []jobboard.Event) ([]string, error) {
 	p.calls++
 	if p.before != nil {
 		return nil, p.before
 	}
-	var sent []jobboard.StatusChangedEvent
+	var sent []jobboard.Event
 	for _, ev := range evs {
 		if !p.refuse[ev.EventID] {
 			sent = append(sent, ev)
@@ -47,7 +47,7 @@ func (p *publisher) Publish(ctx context.Context, evs []jobboard.StatusChangedEve
 
 // statusChange changes app's status as its employer and returns the event
 // that the change committed to the outbox.
-func statusChange(t *testing.T, e *workertest.Env, app workertest.App) jobboard.StatusChangedEvent {
+func statusChange(t *testing.T, e *workertest.Env, app workertest.App) jobboard.Event {
 	t.Helper()
 	_, ev, err := e.DB.ChangeStatus(context.Background(), app.Employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
 	if err != nil || ev == nil {
@@ -193,7 +193,7 @@ func TestEventPublishedTwiceEmailsOnce(t *testing.T) {
 func TestSweeperBatchesAndBounds(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
-	var evs []jobboard.StatusChangedEvent
+	var evs []jobboard.Event
 	for range 25 {
 		evs = append(evs, statusChange(t, e, e.NewApp(t)))
 	}
@@ -247,7 +247,7 @@ func TestSweeperRetention(t *testing.T) {
 	ctx := context.Background()
 	app := e.NewApp(t)
 	old, recent := statusChange(t, e, app), statusChange(t, e, e.NewApp(t))
-	for _, ev := range []jobboard.StatusChangedEvent{old, recent} {
+	for _, ev := range []jobboard.Event{old, recent} {
 		if err := e.DB.MarkPublished(ctx, []string{ev.EventID}); err != nil {
 			t.Fatal(err)
 		}

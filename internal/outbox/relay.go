@@ -46,7 +46,7 @@ func NewRelay(p jobboard.EventPublisher, s jobboard.OutboxStore) *Relay {
 // refused the event (the row stays unpublished and the sweeper publishes it
 // after its grace period); the mark failed (the event is in the queue and
 // the sweeper will publish it once more, which the worker absorbs).
-func (r *Relay) Relay(ctx context.Context, ev jobboard.StatusChangedEvent) error {
+func (r *Relay) Relay(ctx context.Context, ev jobboard.Event) error {
 	timeout := r.Timeout
 	if timeout <= 0 {
 		timeout = DefaultRelayTimeout
@@ -54,7 +54,7 @@ func (r *Relay) Relay(ctx context.Context, ev jobboard.StatusChangedEvent) error
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 
-	accepted, err := r.publisher.Publish(ctx, []jobboard.StatusChangedEvent{ev})
+	accepted, err := r.publisher.Publish(ctx, []jobboard.Event{ev})
 	if err != nil {
 		return fmt.Errorf("relay event %s: %w", ev.EventID, err)
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -206,10 +205,10 @@ INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($1, $2, $
 // the application already has changes nothing and returns a nil event.
 // Errors: jobboard.ErrNotFound, jobboard.ErrPreconditionFailed (stale
 // IfVersion), jobboard.ErrInvalidTransition (a *jobboard.TransitionError).
-func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.StatusChangedEvent, error) {
+func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.Event, error) {
 	var (
 		app   jobboard.Application
-		event *jobboard.StatusChangedEvent
+		event *jobboard.Event
 	)
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		var isCandidate bool
@@ -237,7 +236,7 @@ func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, 
 		if app, err = pgx.CollectExactlyOneRow(rows, scanApplication); err != nil {
 			return err
 		}
-		ev := jobboard.StatusChangedEvent{
+		ev := jobboard.Event{
 			Type:          jobboard.EventTypeStatusChanged,
 			EventID:       uuid.NewString(),
 			OccurredAt:    app.UpdatedAt.UTC(),
@@ -248,9 +247,9 @@ func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, 
 		if _, err := tx.Exec(ctx, changeStatusHistorySQL, app.ID, old, app.Status, actor.UserID, ev.OccurredAt, ev.EventID); err != nil {
 			return fmt.Errorf("insert history: %w", err)
 		}
-		payload, err := json.Marshal(ev)
+		payload, err := jobboard.EncodeEvent(ev)
 		if err != nil {
-			return fmt.Errorf("encode event: %w", err)
+			return err
 		}
 		if _, err := tx.Exec(ctx, changeStatusOutboxSQL, ev.EventID, ev.Type, payload, ev.OccurredAt); err != nil {
 			return fmt.Errorf("insert outbox: %w", err)

@@ -250,12 +250,12 @@ func TestJobAndCandidateApplications(t *testing.T) {
 }
 
 // outboxEvent reads the event stored in the outbox.
-func outboxEvent(t testing.TB, db *postgres.DB, eventID string) (string, jobboard.StatusChangedEvent) {
+func outboxEvent(t testing.TB, db *postgres.DB, eventID string) (string, jobboard.Event) {
 	t.Helper()
 	var (
 		eventType string
 		payload   []byte
-		ev        jobboard.StatusChangedEvent
+		ev        jobboard.Event
 	)
 	err := db.Pool().QueryRow(context.Background(),
 		"SELECT event_type, payload FROM outbox WHERE event_id = $1 AND published_at IS NULL", eventID).Scan(&eventType, &payload)
@@ -274,7 +274,7 @@ func TestChangeStatusWorkflow(t *testing.T) {
 	ctx := context.Background()
 	a := mustApply(t, w.db, w.candidate, w.job.ID)
 
-	var events []*jobboard.StatusChangedEvent
+	var events []*jobboard.Event
 	prev := a
 	for _, to := range []jobboard.ApplicationStatus{jobboard.StatusReviewing, jobboard.StatusInterview, jobboard.StatusOffer, jobboard.StatusHired} {
 		got, ev, err := w.db.ChangeStatus(ctx, w.employer, a.ID, jobboard.StatusChange{Status: to, IfVersion: &prev.Version})
@@ -290,7 +290,7 @@ func TestChangeStatusWorkflow(t *testing.T) {
 		if _, err := uuid.Parse(ev.EventID); err != nil {
 			t.Errorf("event id %q: %v", ev.EventID, err)
 		}
-		want := jobboard.StatusChangedEvent{Type: jobboard.EventTypeStatusChanged, EventID: ev.EventID,
+		want := jobboard.Event{Type: jobboard.EventTypeStatusChanged, EventID: ev.EventID,
 			OccurredAt: got.UpdatedAt.UTC(), ApplicationID: a.ID, OldStatus: prev.Status, NewStatus: to}
 		if diff := cmp.Diff(want, *ev); diff != "" {
 			t.Errorf("event (-want +got):\n%s", diff)
@@ -477,7 +477,7 @@ func TestChangeStatusConcurrentNoVersion(t *testing.T) {
 	a := mustApply(t, w.db, w.candidate, w.job.ID)
 	const n = 10
 	start := make(chan struct{})
-	evs := make(chan *jobboard.StatusChangedEvent, n)
+	evs := make(chan *jobboard.Event, n)
 	for range n {
 		go func() {
 			<-start

@@ -69,7 +69,7 @@ UPDATE processed_events SET outcome = $2 WHERE event_id = $1`
 // Errors: jobboard.ErrEventBusy (lock_timeout while another transaction holds
 // the claim), send's retryable errors (wrapped, claim rolled back), database
 // errors.
-func (db *DB) ProcessStatusEvent(ctx context.Context, ev jobboard.StatusChangedEvent, payloadHash []byte,
+func (db *DB) ProcessStatusEvent(ctx context.Context, ev jobboard.Event, payloadHash []byte,
 	send func(ctx context.Context, d jobboard.ApplicationDetails) error,
 ) (jobboard.EventOutcome, error) {
 	var outcome jobboard.EventOutcome
@@ -89,7 +89,7 @@ func (db *DB) ProcessStatusEvent(ctx context.Context, ev jobboard.StatusChangedE
 
 // processStatusEvent is ProcessStatusEvent's transaction. Returning nil
 // commits whatever it wrote; an error rolls the claim back.
-func processStatusEvent(ctx context.Context, tx pgx.Tx, ev jobboard.StatusChangedEvent, payloadHash []byte,
+func processStatusEvent(ctx context.Context, tx pgx.Tx, ev jobboard.Event, payloadHash []byte,
 	send func(ctx context.Context, d jobboard.ApplicationDetails) error,
 ) (jobboard.EventOutcome, error) {
 	claimed, err := claimEvent(ctx, tx, ev.EventID, ev.Type, payloadHash)

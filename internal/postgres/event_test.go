@@ -25,8 +25,8 @@ func mustApplication(t testing.TB, w world) jobboard.Application {
 	return a
 }
 
-func statusEvent(applicationID int64) jobboard.StatusChangedEvent {
-	return jobboard.StatusChangedEvent{
+func statusEvent(applicationID int64) jobboard.Event {
+	return jobboard.Event{
 		Type:          jobboard.EventTypeStatusChanged,
 		EventID:       uuid.NewString(),
 		OccurredAt:    time.Now().UTC(),

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -49,18 +48,18 @@ FOR UPDATE SKIP LOCKED`
 // (nothing is marked) and is returned wrapped. Errors: database errors, a
 // payload that does not decode.
 func (db *DB) PublishPending(ctx context.Context, olderThan time.Duration, limit int,
-	publish func(ctx context.Context, events []jobboard.StatusChangedEvent) (accepted []string, err error),
+	publish func(ctx context.Context, events []jobboard.Event) (accepted []string, err error),
 ) (locked, published int, err error) {
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, pendingOutboxSQL, olderThan.Seconds(), limit)
-		events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobboard.StatusChangedEvent, error) {
+		events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobboard.Event, error) {
 			var payload []byte
-			var ev jobboard.StatusChangedEvent
 			if err := row.Scan(&payload); err != nil {
-				return ev, err
+				return jobboard.Event{}, err
 			}
-			if err := json.Unmarshal(payload, &ev); err != nil {
-				return ev, fmt.Errorf("decode outbox payload: %w", err)
+			ev, err := jobboard.DecodeEvent(payload)
+			if err != nil {
+				return jobboard.Event{}, fmt.Errorf("decode outbox payload: %w", err)
 			}
 			return ev, nil
 		})

@@ -13,10 +13,10 @@ import (
 
 // mustStatusEvents makes n status changes (each on a fresh application of a
 // fresh candidate) and returns their events, oldest first.
-func mustStatusEvents(t testing.TB, w world, n int) []jobboard.StatusChangedEvent {
+func mustStatusEvents(t testing.TB, w world, n int) []jobboard.Event {
 	t.Helper()
 	ctx := context.Background()
-	evs := make([]jobboard.StatusChangedEvent, 0, n)
+	evs := make([]jobboard.Event, 0, n)
 	for range n {
 		candidate := mustUser(t, w.db, jobboard.RoleCandidate)
 		app, err := w.db.Apply(ctx, candidate, w.job.ID, jobboard.NewApplication{})
@@ -63,7 +63,7 @@ func unpublished(t testing.TB, w world) []string {
 	return ids
 }
 
-func eventIDs(evs []jobboard.StatusChangedEvent) []string {
+func eventIDs(evs []jobboard.Event) []string {
 	ids := make([]string, len(evs))
 	for i, ev := range evs {
 		ids[i] = ev.EventID
@@ -107,8 +107,8 @@ func TestPublishPending(t *testing.T) {
 	ctx := context.Background()
 	evs := mustStatusEvents(t, w, 3)
 
-	var got []jobboard.StatusChangedEvent
-	publishAll := func(_ context.Context, batch []jobboard.StatusChangedEvent) ([]string, error) {
+	var got []jobboard.Event
+	publishAll := func(_ context.Context, batch []jobboard.Event) ([]string, error) {
 		got = append(got, batch...)
 		return eventIDs(batch), nil
 	}
@@ -123,7 +123,7 @@ func TestPublishPending(t *testing.T) {
 	// A failing publish marks nothing.
 	down := errors.New("queue down")
 	_, published, err = w.db.PublishPending(ctx, 30*time.Second, 10,
-		func(context.Context, []jobboard.StatusChangedEvent) ([]string, error) { return nil, down })
+		func(context.Context, []jobboard.Event) ([]string, error) { return nil, down })
 	if !errors.Is(err, down) || published != 0 {
 		t.Fatalf("failing publish: published %d, %v; want the error", published, err)
 	}
@@ -133,7 +133,7 @@ func TestPublishPending(t *testing.T) {
 
 	// The queue takes only some: only those are marked.
 	locked, published, err = w.db.PublishPending(ctx, 30*time.Second, 2,
-		func(_ context.Context, batch []jobboard.StatusChangedEvent) ([]string, error) {
+		func(_ context.Context, batch []jobboard.Event) ([]string, error) {
 			got = append(got, batch...)
 			return []string{batch[1].EventID}, nil
 		})
@@ -171,7 +171,7 @@ func TestPublishPendingSkipsLockedRows(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		_, _, err := w.db.PublishPending(ctx, 30*time.Second, 2,
-			func(_ context.Context, batch []jobboard.StatusChangedEvent) ([]string, error) {
+			func(_ context.Context, batch []jobboard.Event) ([]string, error) {
 				holding <- eventIDs(batch)
 				<-release
 				return eventIDs(batch), nil
@@ -184,7 +184,7 @@ func TestPublishPendingSkipsLockedRows(t *testing.T) {
 
 	var second []string
 	locked, _, err := w.db.PublishPending(ctx, 30*time.Second, 10,
-		func(_ context.Context, batch []jobboard.StatusChangedEvent) ([]string, error) {
+		func(_ context.Context, batch []jobboard.Event) ([]string, error) {
 			second = eventIDs(batch)
 			return second, nil
 		})

@@ -78,7 +78,7 @@ func pollUntil(t *testing.T, p *queue.Poller, cond func() bool) {
 	}
 }
 
-func publish(t *testing.T, q testQueue, evs ...jobboard.StatusChangedEvent) {
+func publish(t *testing.T, q testQueue, evs ...jobboard.Event) {
 	t.Helper()
 	accepted, err := queue.NewPublisher(q.client, q.url).Publish(context.Background(), evs)
 	if err != nil || len(accepted) != len(evs) {
@@ -89,7 +89,7 @@ func publish(t *testing.T, q testQueue, evs ...jobboard.StatusChangedEvent) {
 func TestPollerBuildsLambdaRecordsAndDeletesSuccesses(t *testing.T) {
 	t.Parallel()
 	q := newQueue(t, 30, 5)
-	evs := []jobboard.StatusChangedEvent{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusOffer), newEvent(jobboard.StatusHired)}
+	evs := []jobboard.Event{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusOffer), newEvent(jobboard.StatusHired)}
 	before := time.Now().Add(-time.Second).UnixMilli()
 	publish(t, q, evs...)
 
@@ -103,7 +103,7 @@ func TestPollerBuildsLambdaRecordsAndDeletesSuccesses(t *testing.T) {
 	}
 	got := map[string]bool{}
 	for _, r := range rec.seen() {
-		ev, err := queue.DecodeStatusEvent(r.Body)
+		ev, err := jobboard.DecodeEvent([]byte(r.Body))
 		if err != nil {
 			t.Fatalf("record body: %v", err)
 		}
@@ -194,7 +194,7 @@ func TestPollerRedeliversOnlyFailedRecords(t *testing.T) {
 func TestPollerHandlerErrorDeletesNothing(t *testing.T) {
 	t.Parallel()
 	q := newQueue(t, 1, 5)
-	evs := []jobboard.StatusChangedEvent{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusInterview)}
+	evs := []jobboard.Event{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusInterview)}
 	publish(t, q, evs...)
 
 	boom := errors.New("database unreachable")
@@ -243,7 +243,7 @@ func TestPollerUnknownItemIdentifierFailsTheBatch(t *testing.T) {
 		t.Run(strconv.Quote(badID), func(t *testing.T) {
 			t.Parallel()
 			q := newQueue(t, 1, 5)
-			evs := []jobboard.StatusChangedEvent{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusInterview)}
+			evs := []jobboard.Event{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusInterview)}
 			publish(t, q, evs...)
 
 			rec := &recorder{badID: badID}
@@ -285,8 +285,8 @@ func TestPollerPoisonMessageReachesTheDLQUnchanged(t *testing.T) {
 
 	// A handler that, like the worker, fails what it cannot decode.
 	rec := &recorder{fail: func(m events.SQSMessage) bool {
-		_, err := queue.DecodeStatusEvent(m.Body)
-		return errors.Is(err, queue.ErrMalformed)
+		_, err := jobboard.DecodeEvent([]byte(m.Body))
+		return errors.Is(err, jobboard.ErrMalformedEvent)
 	}}
 	p := &queue.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1}
 	var inDLQ []string
@@ -314,7 +314,7 @@ func TestPollerPoisonMessageReachesTheDLQUnchanged(t *testing.T) {
 func TestPollerRunUntilCancelled(t *testing.T) {
 	t.Parallel()
 	q := newQueue(t, 30, 5)
-	evs := []jobboard.StatusChangedEvent{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusInterview), newEvent(jobboard.StatusOffer)}
+	evs := []jobboard.Event{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusInterview), newEvent(jobboard.StatusOffer)}
 
 	got := make(chan string, 10)
 	handler := func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {

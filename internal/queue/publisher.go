@@ -14,6 +14,10 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
+// TypeAttribute is the name of the String message attribute that carries the
+// event type, so consumers and SQS filters can route without parsing bodies.
+const TypeAttribute = "type"
+
 // MaxBatch is the most messages one SQS batch call takes.
 const MaxBatch = 10
 
@@ -43,7 +47,7 @@ func NewPublisher(client *sqs.Client, queueURL string) *Publisher {
 // error: their outbox rows stay unpublished for the sweeper. Events are sent
 // as they are; the worker rejects malformed ones into the DLQ. Errors:
 // ErrBatchTooLarge; the call failed (nothing is known to be accepted).
-func (p *Publisher) Publish(ctx context.Context, evs []jobboard.StatusChangedEvent) (accepted []string, err error) {
+func (p *Publisher) Publish(ctx context.Context, evs []jobboard.Event) (accepted []string, err error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
@@ -53,7 +57,7 @@ func (p *Publisher) Publish(ctx context.Context, evs []jobboard.StatusChangedEve
 	entries := make([]types.SendMessageBatchRequestEntry, len(evs))
 	byEntry := make(map[string]int, len(evs))
 	for i, ev := range evs {
-		body, err := EncodeStatusEvent(ev)
+		body, err := jobboard.EncodeEvent(ev)
 		if err != nil {
 			return nil, fmt.Errorf("publish: %w", err)
 		}
@@ -93,24 +97,6 @@ func (p *Publisher) Publish(ctx context.Context, evs []jobboard.StatusChangedEve
 		}
 	}
 	return accepted, nil
-}
-
-// PublishOne sends a single event. Errors: the call failed, or SQS refused
-// the entry.
-func (p *Publisher) PublishOne(ctx context.Context, ev jobboard.StatusChangedEvent) error {
-	body, err := EncodeStatusEvent(ev)
-	if err != nil {
-		return fmt.Errorf("publish: %w", err)
-	}
-	_, err = p.client.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:          aws.String(p.queueURL),
-		MessageBody:       aws.String(string(body)),
-		MessageAttributes: typeAttribute(ev.Type),
-	})
-	if err != nil {
-		return fmt.Errorf("publish event %s: %w", ev.EventID, err)
-	}
-	return nil
 }
 
 // typeAttribute returns the message attributes for an event type; SQS

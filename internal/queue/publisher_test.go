@@ -20,7 +20,7 @@ func TestPublishSendsTheWireFormat(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := newQueue(t, 30, 5)
-	evs := []jobboard.StatusChangedEvent{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusInterview), newEvent(jobboard.StatusRejected)}
+	evs := []jobboard.Event{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusInterview), newEvent(jobboard.StatusRejected)}
 
 	accepted, err := queue.NewPublisher(q.client, q.url).Publish(ctx, evs)
 	if err != nil {
@@ -30,12 +30,12 @@ func TestPublishSendsTheWireFormat(t *testing.T) {
 		t.Errorf("accepted (-want +got):\n%s", diff)
 	}
 
-	byID := map[string]jobboard.StatusChangedEvent{}
+	byID := map[string]jobboard.Event{}
 	for _, ev := range evs {
 		byID[ev.EventID] = ev
 	}
 	for _, m := range receiveAll(t, q.client, q.url, len(evs)) {
-		got, err := queue.DecodeStatusEvent(aws.ToString(m.Body))
+		got, err := jobboard.DecodeEvent([]byte(aws.ToString(m.Body)))
 		if err != nil {
 			t.Fatalf("body %s: %v", aws.ToString(m.Body), err)
 		}
@@ -47,7 +47,7 @@ func TestPublishSendsTheWireFormat(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("event (-want +got):\n%s", diff)
 		}
-		wantBody, err := queue.EncodeStatusEvent(want)
+		wantBody, err := jobboard.EncodeEvent(want)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestPublishSendsTheWireFormat(t *testing.T) {
 func TestPublishMoreThanTenIsRefused(t *testing.T) {
 	t.Parallel()
 	q := newQueue(t, 30, 5)
-	evs := make([]jobboard.StatusChangedEvent, 11)
+	evs := make([]jobboard.Event, 11)
 	for i := range evs {
 		evs[i] = newEvent(jobboard.StatusOffer)
 	}
@@ -94,7 +94,7 @@ func TestPublishTenWithAwkwardIDs(t *testing.T) {
 	// Ten entries whose ids are not valid batch entry ids as they are, or
 	// collide once sanitised, or repeat: all must still go in one batch.
 	ids := []string{"a.b", "a_b", "a/b", "same", "same", "", strings.Repeat("x", 100), strings.Repeat("x", 100) + "y", "ünïcode", "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f"}
-	evs := make([]jobboard.StatusChangedEvent, len(ids))
+	evs := make([]jobboard.Event, len(ids))
 	for i, id := range ids {
 		evs[i] = newEvent(jobboard.StatusHired)
 		evs[i].EventID = id
@@ -129,7 +129,7 @@ func TestPublishReportsOnlyWhatSQSAccepted(t *testing.T) {
 	var log lines
 	p := queue.NewPublisher(q.client, q.url)
 	p.Logger = slog.New(slog.NewTextHandler(&log, nil))
-	accepted, err := p.Publish(ctx, []jobboard.StatusChangedEvent{small1, big, small2})
+	accepted, err := p.Publish(ctx, []jobboard.Event{small1, big, small2})
 	if err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
@@ -148,28 +148,8 @@ func TestPublishToAMissingQueueFails(t *testing.T) {
 	client := localaws.NewSQSClient(localaws.SQS(t).Endpoint, func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	url := localaws.SQS(t).Endpoint + "/000000000000/no-such-queue"
 	p := queue.NewPublisher(client, url)
-	accepted, err := p.Publish(context.Background(), []jobboard.StatusChangedEvent{newEvent(jobboard.StatusOffer)})
+	accepted, err := p.Publish(context.Background(), []jobboard.Event{newEvent(jobboard.StatusOffer)})
 	if err == nil || accepted != nil {
 		t.Fatalf("Publish to a missing queue = %v, %v; want an error and nothing accepted", accepted, err)
-	}
-	if err := p.PublishOne(context.Background(), newEvent(jobboard.StatusOffer)); err == nil {
-		t.Fatal("PublishOne to a missing queue succeeded")
-	}
-}
-
-func TestPublishOne(t *testing.T) {
-	t.Parallel()
-	q := newQueue(t, 30, 5)
-	ev := newEvent(jobboard.StatusWithdrawn)
-	if err := queue.NewPublisher(q.client, q.url).PublishOne(context.Background(), ev); err != nil {
-		t.Fatalf("PublishOne: %v", err)
-	}
-	m := receiveAll(t, q.client, q.url, 1)[0]
-	want, _ := queue.EncodeStatusEvent(ev)
-	if aws.ToString(m.Body) != string(want) {
-		t.Errorf("body = %s, want %s", aws.ToString(m.Body), want)
-	}
-	if got := aws.ToString(m.MessageAttributes[queue.TypeAttribute].StringValue); got != ev.Type {
-		t.Errorf("type attribute = %q, want %q", got, ev.Type)
 	}
 }

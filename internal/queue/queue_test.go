@@ -33,9 +33,9 @@ func newQueue(t *testing.T, visibility, maxReceives int) testQueue {
 var eventSeq atomic.Int64
 
 // newEvent returns a valid event with a fresh event_id.
-func newEvent(newStatus jobboard.ApplicationStatus) jobboard.StatusChangedEvent {
+func newEvent(newStatus jobboard.ApplicationStatus) jobboard.Event {
 	n := eventSeq.Add(1)
-	return jobboard.StatusChangedEvent{
+	return jobboard.Event{
 		Type:          jobboard.EventTypeStatusChanged,
 		EventID:       fmt.Sprintf("00000000-0000-4000-8000-%012d", n),
 		OccurredAt:    time.Date(2026, 12, 2, 10, 0, 0, int(n)*1000, time.UTC),

@@ -14,7 +14,6 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
-	"github.com/jobboard/jobboard/internal/queue"
 	"github.com/jobboard/jobboard/internal/worker"
 )
 
@@ -53,7 +52,7 @@ func BenchmarkWorker(b *testing.B) {
 	appID := benchApplication(b, db)
 	mailer := &instantMailer{}
 	h, err := worker.New(worker.Config{
-		Store: db, Mailer: mailer, Decode: queue.DecodeStatusEvent, Hash: queue.PayloadHash, Metrics: io.Discard})
+		Store: db, Mailer: mailer, Metrics: io.Discard})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -116,7 +115,7 @@ func benchBatch(b *testing.B, appID int64, n int) events.SQSEvent {
 	b.Helper()
 	batch := events.SQSEvent{Records: make([]events.SQSMessage, n)}
 	for i := range batch.Records {
-		body, err := queue.EncodeStatusEvent(jobboard.StatusChangedEvent{
+		body, err := jobboard.EncodeEvent(jobboard.Event{
 			Type: jobboard.EventTypeStatusChanged, EventID: uuid.NewString(), OccurredAt: time.Now(),
 			ApplicationID: appID, OldStatus: jobboard.StatusSubmitted, NewStatus: jobboard.StatusReviewing})
 		if err != nil {

@@ -38,19 +38,12 @@ const (
 // give up and for the response to be returned.
 const returnMargin = 250 * time.Millisecond
 
-// Config is what a Handler needs. Store, Mailer and Decode are required.
+// Config is what a Handler needs. Store and Mailer are required.
 type Config struct {
 	// Store claims events and loads applications (postgres.DB).
 	Store jobboard.EventStore
 	// Mailer sends the status emails (mail.Sender).
 	Mailer jobboard.Mailer
-	// Decode turns a message body into an event. Any error makes the
-	// message malformed: it is reported failed, untouched, until SQS moves
-	// it to the dead-letter queue. (queue.DecodeStatusEvent)
-	Decode func(body string) (jobboard.StatusChangedEvent, error)
-	// Hash fingerprints an event's content, so that a second event reusing
-	// an id is told apart from a redelivery. (queue.PayloadHash)
-	Hash func(jobboard.StatusChangedEvent) []byte
 	// Logger receives one JSON line per record. Default: discard.
 	Logger *slog.Logger
 	// Metrics receives one CloudWatch Embedded Metric Format line per batch;
@@ -68,8 +61,6 @@ type Config struct {
 type Handler struct {
 	store       jobboard.EventStore
 	mailer      jobboard.Mailer
-	decode      func(string) (jobboard.StatusChangedEvent, error)
-	hash        func(jobboard.StatusChangedEvent) []byte
 	log         *slog.Logger
 	metrics     io.Writer
 	startMargin time.Duration
@@ -80,11 +71,11 @@ type Handler struct {
 // New returns a Handler. It returns an error when a required dependency is
 // missing or the margins are inconsistent.
 func New(c Config) (*Handler, error) {
-	if c.Store == nil || c.Mailer == nil || c.Decode == nil || c.Hash == nil {
-		return nil, errors.New("worker: Store, Mailer, Decode and Hash are required")
+	if c.Store == nil || c.Mailer == nil {
+		return nil, errors.New("worker: Store and Mailer are required")
 	}
 	h := &Handler{
-		store: c.Store, mailer: c.Mailer, decode: c.Decode, hash: c.Hash,
+		store: c.Store, mailer: c.Mailer,
 		log: c.Logger, metrics: c.Metrics,
 		startMargin: c.StartMargin, sendMargin: c.SendMargin, now: c.Now,
 	}
@@ -142,7 +133,7 @@ func (h *Handler) Handle(ctx context.Context, batch events.SQSEvent) (events.SQS
 			stop = h.tooLate(ctx)
 		}
 		if stop != "" {
-			ev, _ := h.decode(rec.Body) // for the log line's ids only
+			ev, _ := jobboard.DecodeEvent([]byte(rec.Body)) // for the log line's ids only
 			h.logRecord(ctx, slog.LevelWarn, "record not started: "+stop, rec.MessageId, ev, outcomeNotStarted)
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 			continue
@@ -188,7 +179,7 @@ type result struct {
 
 // process handles one record and logs one line about it.
 func (h *Handler) process(ctx context.Context, rec events.SQSMessage, m *metrics) result {
-	ev, err := h.decode(rec.Body)
+	ev, err := jobboard.DecodeEvent([]byte(rec.Body))
 	if err == nil && ev.Type != jobboard.EventTypeStatusChanged {
 		err = fmt.Errorf("unknown event type %q", ev.Type)
 	}
@@ -205,7 +196,7 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, m *metrics
 		providerID string
 		sendErr    error
 	)
-	outcome, err := h.store.ProcessStatusEvent(dbCtx, ev, h.hash(ev), func(_ context.Context, d jobboard.ApplicationDetails) error {
+	outcome, err := h.store.ProcessStatusEvent(dbCtx, ev, ev.PayloadHash(), func(_ context.Context, d jobboard.ApplicationDetails) error {
 		providerID, sendErr = h.mailer.SendStatusEmail(sendCtx, statusEmail(ev, d))
 		return sendErr
 	})
@@ -243,7 +234,7 @@ func (h *Handler) process(ctx context.Context, rec events.SQSMessage, m *metrics
 }
 
 // done logs and counts a record whose transaction committed.
-func (h *Handler) done(ctx context.Context, rec events.SQSMessage, ev jobboard.StatusChangedEvent,
+func (h *Handler) done(ctx context.Context, rec events.SQSMessage, ev jobboard.Event,
 	outcome jobboard.EventOutcome, providerID string, sendErr error, m *metrics,
 ) result {
 	o := string(outcome)
@@ -288,7 +279,7 @@ func (h *Handler) contexts(ctx context.Context) (dbCtx, sendCtx context.Context,
 
 // statusEmail is what the candidate is told: the event's change, about the
 // application as it is now.
-func statusEmail(ev jobboard.StatusChangedEvent, d jobboard.ApplicationDetails) jobboard.StatusEmail {
+func statusEmail(ev jobboard.Event, d jobboard.ApplicationDetails) jobboard.StatusEmail {
 	return jobboard.StatusEmail{
 		EventID:       ev.EventID,
 		To:            d.CandidateEmail,
@@ -305,7 +296,7 @@ func statusEmail(ev jobboard.StatusChangedEvent, d jobboard.ApplicationDetails) 
 // four fields, empty when unknown (a malformed message has no event id), so
 // that a query over the logs can rely on them.
 func (h *Handler) logRecord(ctx context.Context, level slog.Level, msg, messageID string,
-	ev jobboard.StatusChangedEvent, outcome string, extra ...slog.Attr,
+	ev jobboard.Event, outcome string, extra ...slog.Attr,
 ) {
 	attrs := append([]slog.Attr{
 		slog.String("event_id", ev.EventID),

@@ -58,7 +58,7 @@ func outcomes(t *testing.T, logs *workertest.LogBuffer) map[string][]string {
 	return out
 }
 
-func wantEmails(t *testing.T, e *workertest.Env, app workertest.App, ev jobboard.StatusChangedEvent, n int) {
+func wantEmails(t *testing.T, e *workertest.Env, app workertest.App, ev jobboard.Event, n int) {
 	t.Helper()
 	got := e.EmailsTo(t, app.CandidateEmail)
 	if len(got) != n {
@@ -211,7 +211,7 @@ func TestConcurrentWorkersSendOnce(t *testing.T) {
 
 	const rounds = 100
 	ctx := context.Background()
-	var evs []jobboard.StatusChangedEvent
+	var evs []jobboard.Event
 	for range rounds {
 		ev := app.Event()
 		evs = append(evs, ev)
@@ -333,7 +333,7 @@ func TestBatchReportsOnlyFailedRecords(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
 	app := e.NewApp(t)
-	var evs []jobboard.StatusChangedEvent
+	var evs []jobboard.Event
 	var recs []events.SQSMessage
 	for i := range 10 {
 		ev := app.Event()
@@ -395,7 +395,7 @@ func TestDeadlineStopsStartingRecords(t *testing.T) {
 			return nil
 		}}
 		h := e.Handler(t, slow, func(c *worker.Config) { c.Now = clock; c.StartMargin = 5 * time.Second })
-		var evs []jobboard.StatusChangedEvent
+		var evs []jobboard.Event
 		var recs []events.SQSMessage
 		for range 4 {
 			ev := app.Event()
@@ -458,7 +458,7 @@ func TestThrottlingStopsTheBatch(t *testing.T) {
 		}
 		return nil
 	}}
-	var evs []jobboard.StatusChangedEvent
+	var evs []jobboard.Event
 	var recs []events.SQSMessage
 	for range 4 {
 		ev := app.Event()

@@ -115,8 +115,6 @@ func (e *Env) Handler(tb testing.TB, m jobboard.Mailer, adjust ...func(*worker.C
 	c := worker.Config{
 		Store:   e.DB,
 		Mailer:  m,
-		Decode:  queue.DecodeStatusEvent,
-		Hash:    queue.PayloadHash,
 		Logger:  slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics: e.Logs,
 	}
@@ -187,8 +185,8 @@ func (e *Env) NewApp(tb testing.TB) App {
 
 // Event returns a new status event about a, as the API would emit it (but
 // without an outbox row).
-func (a App) Event() jobboard.StatusChangedEvent {
-	return jobboard.StatusChangedEvent{
+func (a App) Event() jobboard.Event {
+	return jobboard.Event{
 		Type:          jobboard.EventTypeStatusChanged,
 		EventID:       uuid.NewString(),
 		OccurredAt:    time.Now().UTC().Truncate(time.Microsecond),
@@ -199,7 +197,7 @@ func (a App) Event() jobboard.StatusChangedEvent {
 }
 
 // Subject is the subject of the email about ev to a.
-func (a App) Subject(tb testing.TB, ev jobboard.StatusChangedEvent) string {
+func (a App) Subject(tb testing.TB, ev jobboard.Event) string {
 	tb.Helper()
 	subject, _, _, err := mail.Render(jobboard.StatusEmail{
 		EventID: ev.EventID, To: a.CandidateEmail, CandidateName: a.CandidateName, JobTitle: a.JobTitle,
@@ -211,9 +209,9 @@ func (a App) Subject(tb testing.TB, ev jobboard.StatusChangedEvent) string {
 }
 
 // Body is the message body of ev.
-func Body(tb testing.TB, ev jobboard.StatusChangedEvent) string {
+func Body(tb testing.TB, ev jobboard.Event) string {
 	tb.Helper()
-	b, err := queue.EncodeStatusEvent(ev)
+	b, err := jobboard.EncodeEvent(ev)
 	if err != nil {
 		tb.Fatal(err)
 	}

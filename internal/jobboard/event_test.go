@@ -1,4 +1,4 @@
-package queue_test
+package jobboard_test
 
 import (
 	"bytes"
@@ -11,11 +11,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/queue"
 )
 
-func sampleEvent() jobboard.StatusChangedEvent {
-	return jobboard.StatusChangedEvent{
+func sampleEvent() jobboard.Event {
+	return jobboard.Event{
 		Type:          jobboard.EventTypeStatusChanged,
 		EventID:       "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f",
 		OccurredAt:    time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
@@ -25,12 +24,12 @@ func sampleEvent() jobboard.StatusChangedEvent {
 	}
 }
 
-func TestEncodeStatusEventMatchesTheDesign(t *testing.T) {
+func TestEncodeEventMatchesTheDesign(t *testing.T) {
 	t.Parallel()
 	ev := sampleEvent()
 	// A time in another zone is sent in UTC.
 	ev.OccurredAt = ev.OccurredAt.In(time.FixedZone("CET", 3600))
-	got, err := queue.EncodeStatusEvent(ev)
+	got, err := jobboard.EncodeEvent(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +37,7 @@ func TestEncodeStatusEventMatchesTheDesign(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("body\n got %s\nwant %s", got, want)
 	}
-	back, err := queue.DecodeStatusEvent(string(got))
+	back, err := jobboard.DecodeEvent(got)
 	if err != nil {
 		t.Fatalf("decode own encoding: %v", err)
 	}
@@ -47,13 +46,13 @@ func TestEncodeStatusEventMatchesTheDesign(t *testing.T) {
 	}
 }
 
-func TestDecodeStatusEvent(t *testing.T) {
+func TestDecodeEvent(t *testing.T) {
 	t.Parallel()
 	valid := sampleEvent()
 	tests := []struct {
 		name   string
 		body   string
-		want   jobboard.StatusChangedEvent
+		want   jobboard.Event
 		reason string // non-empty: want a MalformedError containing it
 	}{
 		{name: "the design's example", body: `{"type": "application.status_changed", "event_id": "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f", "occurred_at": "2026-12-02T10:00:00Z",
@@ -61,7 +60,7 @@ func TestDecodeStatusEvent(t *testing.T) {
 		{name: "unknown fields ignored", body: `{"type":"application.status_changed","event_id":"6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f","occurred_at":"2026-12-02T10:00:00Z","application_id":42,"old_status":"reviewing","new_status":"interview","schema_version":2,"extra":{"a":[1]}}`, want: valid},
 		{name: "fields in another order, surrounding space", body: ` {"new_status":"interview","old_status":"reviewing","application_id":42,"occurred_at":"2026-12-02T10:00:00Z","event_id":"6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f","type":"application.status_changed"}` + "\n", want: valid},
 		{name: "unknown new status is decoded (generic email)", body: `{"type":"application.status_changed","event_id":"e1","application_id":1,"new_status":"on_hold"}`,
-			want: jobboard.StatusChangedEvent{Type: jobboard.EventTypeStatusChanged, EventID: "e1", ApplicationID: 1, NewStatus: "on_hold"}},
+			want: jobboard.Event{Type: jobboard.EventTypeStatusChanged, EventID: "e1", ApplicationID: 1, NewStatus: "on_hold"}},
 		{name: "not JSON", body: `hello`, reason: "not a JSON object"},
 		{name: "empty body", body: ``, reason: "not a JSON object"},
 		{name: "JSON array", body: `[{"type":"application.status_changed"}]`, reason: "not a JSON object"},
@@ -73,7 +72,7 @@ func TestDecodeStatusEvent(t *testing.T) {
 		{name: "missing event_id", body: `{"type":"application.status_changed","application_id":1,"new_status":"offer"}`, reason: "missing event_id"},
 		{name: "empty event_id", body: `{"type":"application.status_changed","event_id":"","application_id":1,"new_status":"offer"}`, reason: "missing event_id"},
 		{name: "blank event_id", body: `{"type":"application.status_changed","event_id":"  ","application_id":1,"new_status":"offer"}`, reason: "missing event_id"},
-		{name: "event_id too long", body: `{"type":"application.status_changed","event_id":"` + strings.Repeat("x", queue.MaxEventIDLen+1) + `","application_id":1,"new_status":"offer"}`, reason: "event_id longer"},
+		{name: "event_id too long", body: `{"type":"application.status_changed","event_id":"` + strings.Repeat("x", jobboard.MaxEventIDLen+1) + `","application_id":1,"new_status":"offer"}`, reason: "event_id longer"},
 		{name: "event_id of the wrong JSON type", body: `{"type":"application.status_changed","event_id":7,"application_id":1,"new_status":"offer"}`, reason: "invalid JSON"},
 		{name: "missing application_id", body: `{"type":"application.status_changed","event_id":"e1","new_status":"offer"}`, reason: "application_id"},
 		{name: "negative application_id", body: `{"type":"application.status_changed","event_id":"e1","application_id":-3,"new_status":"offer"}`, reason: "application_id"},
@@ -84,20 +83,20 @@ func TestDecodeStatusEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := queue.DecodeStatusEvent(tt.body)
+			got, err := jobboard.DecodeEvent([]byte(tt.body))
 			if tt.reason == "" {
 				if err != nil {
-					t.Fatalf("DecodeStatusEvent: %v", err)
+					t.Fatalf("DecodeEvent: %v", err)
 				}
 				if diff := cmp.Diff(tt.want, got); diff != "" {
 					t.Errorf("(-want +got):\n%s", diff)
 				}
 				return
 			}
-			if !errors.Is(err, queue.ErrMalformed) {
+			if !errors.Is(err, jobboard.ErrMalformedEvent) {
 				t.Fatalf("error = %v, want one matching ErrMalformed", err)
 			}
-			var me *queue.MalformedError
+			var me *jobboard.MalformedEventError
 			if !errors.As(err, &me) {
 				t.Fatalf("error %T is not a *MalformedError", err)
 			}
@@ -110,7 +109,7 @@ func TestDecodeStatusEvent(t *testing.T) {
 
 func TestMalformedErrorUnwrapsTheJSONError(t *testing.T) {
 	t.Parallel()
-	_, err := queue.DecodeStatusEvent(`{"type":"application.status_changed","event_id":7}`)
+	_, err := jobboard.DecodeEvent([]byte(`{"type":"application.status_changed","event_id":7}`))
 	var typeErr *json.UnmarshalTypeError
 	if !errors.As(err, &typeErr) {
 		t.Fatalf("error %v does not unwrap to *json.UnmarshalTypeError", err)
@@ -120,34 +119,34 @@ func TestMalformedErrorUnwrapsTheJSONError(t *testing.T) {
 func TestPayloadHash(t *testing.T) {
 	t.Parallel()
 	base := sampleEvent()
-	h := queue.PayloadHash(base)
+	h := base.PayloadHash()
 	if len(h) != 32 {
 		t.Fatalf("hash length = %d, want 32 (SHA-256)", len(h))
 	}
 
 	// The same change in another encoding hashes the same.
-	reencoded, err := queue.DecodeStatusEvent(`{"new_status":"interview","extra":true,"old_status":"reviewing","application_id":42,
-		"occurred_at":"2026-12-02T11:00:00.000+01:00","event_id":"6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f","type":"application.status_changed"}`)
+	reencoded, err := jobboard.DecodeEvent([]byte(`{"new_status":"interview","extra":true,"old_status":"reviewing","application_id":42,
+		"occurred_at":"2026-12-02T11:00:00.000+01:00","event_id":"6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f","type":"application.status_changed"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(queue.PayloadHash(reencoded), h) {
+	if !bytes.Equal(reencoded.PayloadHash(), h) {
 		t.Error("the same event re-encoded (order, zone, unknown fields) hashes differently")
 	}
 
 	// Any change in a decoded field changes the hash.
-	changes := map[string]func(*jobboard.StatusChangedEvent){
-		"type":           func(e *jobboard.StatusChangedEvent) { e.Type = "x" },
-		"event_id":       func(e *jobboard.StatusChangedEvent) { e.EventID += "0" },
-		"occurred_at":    func(e *jobboard.StatusChangedEvent) { e.OccurredAt = e.OccurredAt.Add(time.Microsecond) },
-		"application_id": func(e *jobboard.StatusChangedEvent) { e.ApplicationID++ },
-		"old_status":     func(e *jobboard.StatusChangedEvent) { e.OldStatus = jobboard.StatusSubmitted },
-		"new_status":     func(e *jobboard.StatusChangedEvent) { e.NewStatus = jobboard.StatusRejected },
+	changes := map[string]func(*jobboard.Event){
+		"type":           func(e *jobboard.Event) { e.Type = "x" },
+		"event_id":       func(e *jobboard.Event) { e.EventID += "0" },
+		"occurred_at":    func(e *jobboard.Event) { e.OccurredAt = e.OccurredAt.Add(time.Microsecond) },
+		"application_id": func(e *jobboard.Event) { e.ApplicationID++ },
+		"old_status":     func(e *jobboard.Event) { e.OldStatus = jobboard.StatusSubmitted },
+		"new_status":     func(e *jobboard.Event) { e.NewStatus = jobboard.StatusRejected },
 	}
 	for field, change := range changes {
 		ev := base
 		change(&ev)
-		if bytes.Equal(queue.PayloadHash(ev), h) {
+		if bytes.Equal(ev.PayloadHash(), h) {
 			t.Errorf("changing %s leaves the hash unchanged", field)
 		}
 	}
