@@ -45,7 +45,10 @@ for _ in $(seq 1 100); do
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
   sleep 0.1
 done
-curl -sS -XPOST "$url" --data-binary "@$event"
+# The SQS samples' event time is a placeholder: the worker refuses events
+# older than the claim retention.
+sed "s/{{occurred_at}}/$(date -u +%Y-%m-%dT%H:%M:%SZ)/g" "$event" >"$out/event.json"
+curl -sS -XPOST "$url" --data-binary "@$out/event.json"
 echo
 echo "--- function log ---" >&2
 cat "$out/log" >&2

@@ -7,7 +7,8 @@
 // sweeps every SWEEP_INTERVAL (default 1m) until SIGINT or SIGTERM.
 //
 // Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required);
-// STATUS_EVENTS_QUEUE_URL (required); RETENTION_DAYS (default 14);
+// STATUS_EVENTS_QUEUE_URL (required); RETENTION_DAYS (default 30, at least
+// 15);
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
 // mode only). AWS settings come from the SDK's default configuration;
 // AWS_ENDPOINT_URL_SQS points it at a local stand-in.
@@ -21,7 +22,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -31,6 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/outbox"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/queue"
@@ -56,19 +57,15 @@ type settings struct {
 
 func loadSettings(getenv func(string) string) (settings, error) {
 	s := settings{
-		queueURL:  getenv("STATUS_EVENTS_QUEUE_URL"),
-		retention: outbox.DefaultRetention,
+		queueURL: getenv("STATUS_EVENTS_QUEUE_URL"),
 	}
 	var problems []error
 	if s.queueURL == "" {
 		problems = append(problems, errors.New("STATUS_EVENTS_QUEUE_URL is not set"))
 	}
-	if v := getenv("RETENTION_DAYS"); v != "" {
-		days, err := strconv.Atoi(v)
-		if err != nil || days < 1 {
-			problems = append(problems, fmt.Errorf("RETENTION_DAYS = %q: want a whole number of days, at least 1", v))
-		}
-		s.retention = time.Duration(days) * 24 * time.Hour
+	var err error
+	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
+		problems = append(problems, fmt.Errorf("RETENTION_DAYS: %w", err))
 	}
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
 		if err := s.logLevel.UnmarshalText([]byte(lvl)); err != nil {
@@ -151,6 +148,7 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (s
 		Publisher: publisher,
 		Retention: s.retention,
 		Logger:    logger,
+		Metrics:   stdout,
 	})
 	if err != nil {
 		db.Close()

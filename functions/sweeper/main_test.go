@@ -22,10 +22,10 @@ func TestLoadSettings(t *testing.T) {
 	}
 	base := map[string]string{"DATABASE_URL": "postgres://x", "STATUS_EVENTS_QUEUE_URL": "http://q"}
 	s, err := loadSettings(env(base))
-	if err != nil || s.retention != 14*24*time.Hour {
-		t.Errorf("default retention = %v, %v; want 14 days", s.retention, err)
+	if err != nil || s.retention != jobboard.DefaultRetention {
+		t.Errorf("default retention = %v, %v; want %v", s.retention, err, jobboard.DefaultRetention)
 	}
-	for _, bad := range []string{"0", "-3", "two weeks", "1.5"} {
+	for _, bad := range []string{"0", "-3", "14", "two weeks", "1.5"} {
 		base["RETENTION_DAYS"] = bad
 		if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "RETENTION_DAYS") {
 			t.Errorf("RETENTION_DAYS=%q: %v; want an error", bad, err)
@@ -56,7 +56,7 @@ func TestSetupBuildsAWorkingSweeper(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-	env := map[string]string{"DATABASE_URL": e.URL, "STATUS_EVENTS_QUEUE_URL": e.QueueURL, "RETENTION_DAYS": "14"}
+	env := map[string]string{"DATABASE_URL": e.URL, "STATUS_EVENTS_QUEUE_URL": e.QueueURL, "RETENTION_DAYS": "15"}
 	var out bytes.Buffer
 	sw, closeDB, err := setup(ctx, func(k string) string { return env[k] }, &out)
 	if err != nil {
@@ -71,7 +71,8 @@ func TestSetupBuildsAWorkingSweeper(t *testing.T) {
 	if n := e.Depth(t, e.QueueURL); n != 1 {
 		t.Errorf("queue depth = %d, want 1", n)
 	}
-	if !strings.Contains(out.String(), `"msg":"sweep done"`) || !strings.Contains(out.String(), `"published":1`) {
-		t.Errorf("stdout lacks the report:\n%s", out.String())
+	if !strings.Contains(out.String(), `"msg":"sweep done"`) || !strings.Contains(out.String(), `"published":1`) ||
+		!strings.Contains(out.String(), `"OutboxBacklog":0`) {
+		t.Errorf("stdout lacks the report or the metrics line:\n%s", out.String())
 	}
 }

@@ -1,7 +1,8 @@
 // Command worker is the status-email worker Lambda. The SQS event source
-// mapping (with ReportBatchItemFailures) invokes it with batches of status
-// events; for each, in one database transaction, it claims the event id and
-// emails the candidate through SES v2 (see internal/worker).
+// mapping (with ReportBatchItemFailures) invokes it with batches of events;
+// for each it claims the event id with a lease, emails the candidate through
+// SES v2 with no transaction open, and records the outcome (see
+// internal/worker).
 //
 // Outside Lambda (AWS_LAMBDA_RUNTIME_API unset, as under `make dev`) the same
 // handler is fed by a local poller that plays the event source mapping
@@ -9,9 +10,12 @@
 //
 // Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required);
 // MAIL_FROM (required, e.g. "jobboard <jobs@example.com>");
-// SES_CONFIGURATION_SET (optional); LOG_LEVEL (debug, info, warn, error;
-// default info); STATUS_EVENTS_QUEUE_URL (local mode only). AWS settings come
-// from the SDK's default configuration; AWS_ENDPOINT_URL_SESV2 and
+// STATUS_EVENTS_QUEUE_URL (required: failed records get their backoff
+// there, and the local mode polls it); SES_CONFIGURATION_SET (optional);
+// RETENTION_DAYS (default 30, at least 15; as the sweeper's);
+// WORKER_CONCURRENCY (records of a batch handled at once, default 10);
+// LOG_LEVEL (debug, info, warn, error; default info). AWS settings come from
+// the SDK's default configuration; AWS_ENDPOINT_URL_SESV2 and
 // AWS_ENDPOINT_URL_SQS point it at local stand-ins.
 package main
 
@@ -23,6 +27,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -32,6 +37,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/mail"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/queue"
@@ -51,13 +57,18 @@ func main() {
 
 // The worker's database session: a claim that waits longer than lockTimeout
 // behind another worker fails (and is retried) instead of queueing, and a
-// sandbox frozen inside a transaction loses its session, and its claim,
-// after idleInTx. idleInTx must exceed the longest send (the function's
-// timeout).
+// session idle inside a transaction for longer than idleInTx is ended. The
+// worker's statements are single and short (no transaction is held across
+// an email), so both can be short.
 const (
 	lockTimeout = 5 * time.Second
-	idleInTx    = 60 * time.Second
+	idleInTx    = 10 * time.Second
 )
+
+// poolSize is the worker's database connections per sandbox. A connection
+// is held only for a statement (about a millisecond) per step, so two serve
+// a whole batch of concurrent records, whose time goes to SES.
+const poolSize = 2
 
 // localTimeout is the deadline of one local invocation: the worker's
 // Timeout in template.yaml.
@@ -67,6 +78,9 @@ const localTimeout = 30 * time.Second
 type settings struct {
 	mailFrom         string
 	configurationSet string
+	queueURL         string
+	retention        time.Duration
+	concurrency      int
 	logLevel         slog.Level
 }
 
@@ -74,10 +88,24 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	s := settings{
 		mailFrom:         getenv("MAIL_FROM"),
 		configurationSet: getenv("SES_CONFIGURATION_SET"),
+		queueURL:         getenv("STATUS_EVENTS_QUEUE_URL"),
+		concurrency:      worker.DefaultConcurrency,
 	}
 	var missing []error
 	if s.mailFrom == "" {
 		missing = append(missing, errors.New("MAIL_FROM is not set"))
+	}
+	if s.queueURL == "" {
+		missing = append(missing, errors.New("STATUS_EVENTS_QUEUE_URL is not set"))
+	}
+	var err error
+	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
+		missing = append(missing, fmt.Errorf("RETENTION_DAYS: %w", err))
+	}
+	if v := getenv("WORKER_CONCURRENCY"); v != "" {
+		if s.concurrency, err = strconv.Atoi(v); err != nil || s.concurrency < 1 || s.concurrency > 100 {
+			missing = append(missing, fmt.Errorf("WORKER_CONCURRENCY = %q: want a whole number from 1 to 100", v))
+		}
 	}
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
 		if err := s.logLevel.UnmarshalText([]byte(lvl)); err != nil {
@@ -87,85 +115,90 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	return s, errors.Join(missing...)
 }
 
-// run is main without the process: it wires the handler and hands it to
-// the Lambda runtime, which does not return, or outside Lambda to a local
-// poller, which returns when ctx ends.
+// run is main without the process: it wires the worker and hands its
+// handler to the Lambda runtime, which does not return, or outside Lambda
+// to a local poller, which returns when ctx ends.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	h, closeDB, err := setup(ctx, getenv, stdout)
+	w, err := setup(ctx, getenv, stdout)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
+	defer w.close()
 	if getenv("AWS_LAMBDA_RUNTIME_API") == "" {
-		return pollLocally(ctx, getenv, h, stdout)
+		return w.poller.Run(ctx)
 	}
-	lambda.Start(h.Handle)
+	lambda.Start(w.handler.Handle)
 	return nil
 }
 
-// pollLocally feeds h from the queue at STATUS_EVENTS_QUEUE_URL the way the
-// Lambda event source mapping does: batches of up to ten, failures left for
-// redelivery, until ctx ends.
-func pollLocally(ctx context.Context, getenv func(string) string, h *worker.Handler, stdout io.Writer) error {
-	queueURL := getenv("STATUS_EVENTS_QUEUE_URL")
-	if queueURL == "" {
-		return errors.New("STATUS_EVENTS_QUEUE_URL is not set (needed outside Lambda, to poll the queue)")
-	}
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("load AWS configuration: %w", err)
-	}
-	p := &queue.Poller{
-		Client:         sqs.NewFromConfig(awsCfg),
-		QueueURL:       queueURL,
-		Handler:        h.Handle,
-		HandlerTimeout: localTimeout,
-		FunctionName:   "worker",
-		Logger:         slog.New(slog.NewJSONHandler(stdout, nil)),
-	}
-	return p.Run(ctx)
+// wiring is the worker, built.
+type wiring struct {
+	handler *worker.Handler
+	// poller plays the Lambda event source mapping outside Lambda: batches
+	// of up to ten from STATUS_EVENTS_QUEUE_URL, failures left for
+	// redelivery.
+	poller *queue.Poller
+	// close releases the database pool.
+	close func()
 }
 
-// setup builds the worker's handler from the environment. closeDB releases
-// the database pool.
-func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (h *worker.Handler, closeDB func(), err error) {
+// setup reads the settings and builds the worker from them.
+func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (*wiring, error) {
 	s, err := loadSettings(getenv)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: s.logLevel}))
-
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load AWS configuration: %w", err)
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	sender, err := mail.NewSender(sesv2.NewFromConfig(awsCfg), s.mailFrom)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	sender.ConfigurationSet = s.configurationSet
+	sqsClient := sqs.NewFromConfig(awsCfg)
 
 	databaseURL, err := secret.DatabaseURL(ctx, getenv, secret.NewClient(awsCfg))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	// One sandbox handles one batch at a time, record after record: one
-	// connection is all it uses, and the event source mapping's
-	// MaximumConcurrency then bounds the worker's connections.
+	// The event source mapping's MaximumConcurrency times poolSize bounds
+	// the worker's connections. application_name tells its sessions apart.
 	db, err := postgres.Open(ctx, databaseURL, postgres.WorkerSession(lockTimeout, idleInTx),
-		func(c *pgxpool.Config) { c.MaxConns = 1 })
+		func(c *pgxpool.Config) {
+			c.MaxConns = poolSize
+			if c.ConnConfig.RuntimeParams["application_name"] == "" {
+				c.ConnConfig.RuntimeParams["application_name"] = "jobboard-worker"
+			}
+		})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	h, err = worker.New(worker.Config{
-		Store:   db,
-		Mailer:  sender,
-		Logger:  logger,
-		Metrics: stdout,
+	h, err := worker.New(worker.Config{
+		Store:       db,
+		Mailer:      sender,
+		Redelivery:  queue.NewRedeliverer(sqsClient, s.queueURL),
+		Concurrency: s.concurrency,
+		Retention:   s.retention,
+		Logger:      logger,
+		Metrics:     stdout,
 	})
 	if err != nil {
 		db.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return h, db.Close, nil
+	return &wiring{
+		handler: h,
+		poller: &queue.Poller{
+			Client:         sqsClient,
+			QueueURL:       s.queueURL,
+			Handler:        h.Handle,
+			HandlerTimeout: localTimeout,
+			FunctionName:   "worker",
+			Logger:         logger,
+		},
+		close: db.Close,
+	}, nil
 }

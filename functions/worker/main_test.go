@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/worker"
 	"github.com/jobboard/jobboard/internal/worker/workertest"
 )
 
@@ -17,20 +21,34 @@ func TestLoadSettings(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "MAIL_FROM") {
 		t.Errorf("empty environment: %v; want MAIL_FROM named", err)
 	}
-	_, err = loadSettings(env(map[string]string{"DATABASE_URL": "postgres://x", "MAIL_FROM": "a@example.com", "LOG_LEVEL": "loud"}))
-	if err == nil || !strings.Contains(err.Error(), "LOG_LEVEL") {
-		t.Errorf("bad LOG_LEVEL: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "STATUS_EVENTS_QUEUE_URL") {
+		t.Errorf("empty environment: %v; want STATUS_EVENTS_QUEUE_URL named", err)
 	}
-	s, err := loadSettings(env(map[string]string{"DATABASE_URL": "postgres://x", "MAIL_FROM": "a@example.com", "LOG_LEVEL": "debug"}))
-	if err != nil || s.logLevel.String() != "DEBUG" {
+	good := map[string]string{"DATABASE_URL": "postgres://x", "MAIL_FROM": "a@example.com", "STATUS_EVENTS_QUEUE_URL": "http://q"}
+	with := func(k, v string) map[string]string {
+		m := maps.Clone(good)
+		m[k] = v
+		return m
+	}
+	for k, v := range map[string]string{"LOG_LEVEL": "loud", "RETENTION_DAYS": "14", "WORKER_CONCURRENCY": "0"} {
+		if _, err := loadSettings(env(with(k, v))); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: %v; want %s named", k, v, err, k)
+		}
+	}
+	s, err := loadSettings(env(with("LOG_LEVEL", "debug")))
+	if err != nil || s.logLevel.String() != "DEBUG" || s.retention != jobboard.DefaultRetention || s.concurrency != worker.DefaultConcurrency {
 		t.Errorf("good settings = %+v, %v", s, err)
+	}
+	s, err = loadSettings(env(with("RETENTION_DAYS", "45")))
+	if err != nil || s.retention != 45*24*time.Hour {
+		t.Errorf("RETENTION_DAYS=45: %+v, %v", s, err)
 	}
 }
 
 // Without a database URL or the ARN of its secret, setup names both.
 func TestSetupNeedsADatabase(t *testing.T) {
-	env := map[string]string{"MAIL_FROM": "a@example.com"}
-	_, _, err := setup(context.Background(), func(k string) string { return env[k] }, &bytes.Buffer{})
+	env := map[string]string{"MAIL_FROM": "a@example.com", "STATUS_EVENTS_QUEUE_URL": "http://127.0.0.1:1/000000000000/q"}
+	_, err := setup(context.Background(), func(k string) string { return env[k] }, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL") || !strings.Contains(err.Error(), "DATABASE_SECRET_ARN") {
 		t.Errorf("setup without a database = %v; want DATABASE_URL and DATABASE_SECRET_ARN named", err)
 	}
@@ -47,16 +65,16 @@ func TestSetupBuildsAWorkingHandler(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-	env := map[string]string{"DATABASE_URL": e.URL, "MAIL_FROM": workertest.MailFrom}
+	env := map[string]string{"DATABASE_URL": e.URL, "MAIL_FROM": workertest.MailFrom, "STATUS_EVENTS_QUEUE_URL": e.QueueURL}
 	var out bytes.Buffer
-	h, closeDB, err := setup(context.Background(), func(k string) string { return env[k] }, &out)
+	w, err := setup(context.Background(), func(k string) string { return env[k] }, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeDB()
+	defer w.close()
 
 	ev := app.Event()
-	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+	resp, err := w.handler.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
 		{MessageId: "m-1", Body: workertest.Body(t, ev)}}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %+v, %v", resp, err)

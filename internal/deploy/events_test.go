@@ -69,10 +69,12 @@ func sqsAttributesMD5(attrs map[string]events.SQSMessageAttribute) string {
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-// statusEvent decodes an SQS body as the worker must: a well-formed body
-// has a type, a UUID event_id, and valid statuses.
+// statusEvent decodes an SQS body as the worker must, once its
+// {{occurred_at}} placeholder is filled: a well-formed body has a type, a
+// UUID event_id, an occurrence time and valid statuses.
 func statusEvent(body string) (jobboard.Event, bool) {
 	var ev jobboard.Event
+	body = strings.ReplaceAll(body, "{{occurred_at}}", "2026-12-02T10:00:00Z")
 	dec := json.NewDecoder(strings.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ev); err != nil {

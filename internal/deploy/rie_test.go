@@ -194,13 +194,16 @@ func (e *emulator) invoke(payload []byte) []byte {
 	}
 }
 
-// readEvent reads events/NAME with the bearer-token placeholders replaced.
+// readEvent reads events/NAME with its placeholders replaced: the bearer
+// tokens given, and {{occurred_at}} (the SQS samples' event time) with now,
+// since the worker refuses events older than the claim retention.
 func readEvent(t *testing.T, name string, tokens map[string]string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(eventsDir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
+	data = bytes.ReplaceAll(data, []byte("{{occurred_at}}"), []byte(time.Now().UTC().Format(time.RFC3339)))
 	for k, v := range tokens {
 		data = bytes.ReplaceAll(data, []byte("{{"+k+"}}"), []byte(v))
 	}

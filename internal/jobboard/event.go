@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Event types: on the wire (the body's "type") and in the SQS message
@@ -87,8 +89,8 @@ func (e *MalformedEventError) Unwrap() error { return e.Err }
 func (e *MalformedEventError) Is(target error) bool { return target == ErrMalformedEvent }
 
 // Validate checks what every consumer relies on: a known type, an event_id
-// that is not blank and at most MaxEventIDLen bytes, and the fields of the
-// type. Errors: a *MalformedEventError.
+// that is not blank, at most MaxEventIDLen bytes of UTF-8 without NUL, an
+// occurred_at, and the fields of the type. Errors: a *MalformedEventError.
 func (ev Event) Validate() error {
 	switch {
 	case ev.Type == "":
@@ -99,6 +101,12 @@ func (ev Event) Validate() error {
 		return &MalformedEventError{Reason: "missing event_id"}
 	case len(ev.EventID) > MaxEventIDLen:
 		return &MalformedEventError{Reason: fmt.Sprintf("event_id longer than %d bytes", MaxEventIDLen)}
+	case !utf8.ValidString(ev.EventID) || strings.ContainsRune(ev.EventID, 0):
+		// PostgreSQL could not store it as a claim's key.
+		return &MalformedEventError{Reason: "event_id is not valid UTF-8 text"}
+	case ev.OccurredAt.IsZero():
+		// The retention rule (Expired) needs the event's age.
+		return &MalformedEventError{Reason: "missing occurred_at"}
 	}
 	if reason := requiredFields[ev.Type](ev); reason != "" {
 		return &MalformedEventError{Reason: reason}
@@ -143,6 +151,64 @@ func (ev Event) PayloadHash() []byte {
 	b, _ := EncodeEvent(ev)
 	sum := sha256.Sum256(b)
 	return sum[:]
+}
+
+// The retention of claims, and the age beyond which an event is never
+// emailed or published.
+//
+// A claim is useful only while a copy of its event can still arrive. SQS
+// keeps a message 14 days at most, but a dead-letter-queue redrive starts a
+// new retention period, and the outbox may publish a row long after it was
+// written; so the age of a copy is not bounded by SQS. Instead, an event
+// older than the retention less RetentionMargin is refused by the worker
+// and never published by the sweeper: then a claim older than the retention
+// can no longer meet a copy of its event, and deleting it is safe.
+const (
+	// DefaultRetention is 30 days: any message a redrive can bring back
+	// from the dead-letter queue (which keeps it at most 14 days) is still
+	// emailed, with two weeks to spare for noticing and redriving.
+	DefaultRetention = 30 * 24 * time.Hour
+	// MinRetention is 15 days: the dead-letter queue's 14 days plus the
+	// margin.
+	MinRetention = 15 * 24 * time.Hour
+	// RetentionMargin covers the difference between the clocks of the
+	// worker, the API and the database, and the sweeper's schedule.
+	RetentionMargin = 24 * time.Hour
+)
+
+// MaxEventAge is the age beyond which an event is never emailed or
+// published, for a claim retention: the retention less RetentionMargin.
+func MaxEventAge(retention time.Duration) time.Duration { return retention - RetentionMargin }
+
+// Expired reports whether ev is too old, at now, to be emailed when claims
+// are kept for retention: its claim may have been deleted already.
+func (ev Event) Expired(now time.Time, retention time.Duration) bool {
+	return now.Sub(ev.OccurredAt) > MaxEventAge(retention)
+}
+
+// CheckRetention reports whether a claim retention is allowed.
+// Errors: shorter than MinRetention.
+func CheckRetention(retention time.Duration) error {
+	if retention < MinRetention {
+		return fmt.Errorf("retention %v is shorter than the minimum %v (the dead-letter queue's 14 days plus a day's margin)",
+			retention, MinRetention)
+	}
+	return nil
+}
+
+// ParseRetentionDays reads a retention given in whole days (the
+// RETENTION_DAYS setting); "" means DefaultRetention. Errors: not a whole
+// number, or shorter than MinRetention.
+func ParseRetentionDays(days string) (time.Duration, error) {
+	if days == "" {
+		return DefaultRetention, nil
+	}
+	n, err := strconv.Atoi(days)
+	if err != nil || n < int(MinRetention/(24*time.Hour)) {
+		return 0, fmt.Errorf("retention of %q days: want a whole number of days, at least %d",
+			days, MinRetention/(24*time.Hour))
+	}
+	return time.Duration(n) * 24 * time.Hour, nil
 }
 
 func truncate(s string, n int) string {

@@ -59,8 +59,8 @@ func TestDecodeEvent(t *testing.T) {
  "application_id": 42, "old_status": "reviewing", "new_status": "interview"}`, want: valid},
 		{name: "unknown fields ignored", body: `{"type":"application.status_changed","event_id":"6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f","occurred_at":"2026-12-02T10:00:00Z","application_id":42,"old_status":"reviewing","new_status":"interview","schema_version":2,"extra":{"a":[1]}}`, want: valid},
 		{name: "fields in another order, surrounding space", body: ` {"new_status":"interview","old_status":"reviewing","application_id":42,"occurred_at":"2026-12-02T10:00:00Z","event_id":"6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f","type":"application.status_changed"}` + "\n", want: valid},
-		{name: "unknown new status is decoded (generic email)", body: `{"type":"application.status_changed","event_id":"e1","application_id":1,"new_status":"on_hold"}`,
-			want: jobboard.Event{Type: jobboard.EventTypeStatusChanged, EventID: "e1", ApplicationID: 1, NewStatus: "on_hold"}},
+		{name: "unknown new status is decoded (generic email)", body: `{"type":"application.status_changed","event_id":"e1","occurred_at":"2026-12-02T10:00:00Z","application_id":1,"new_status":"on_hold"}`,
+			want: jobboard.Event{Type: jobboard.EventTypeStatusChanged, EventID: "e1", OccurredAt: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), ApplicationID: 1, NewStatus: "on_hold"}},
 		{name: "not JSON", body: `hello`, reason: "not a JSON object"},
 		{name: "empty body", body: ``, reason: "not a JSON object"},
 		{name: "JSON array", body: `[{"type":"application.status_changed"}]`, reason: "not a JSON object"},
@@ -73,11 +73,13 @@ func TestDecodeEvent(t *testing.T) {
 		{name: "empty event_id", body: `{"type":"application.status_changed","event_id":"","application_id":1,"new_status":"offer"}`, reason: "missing event_id"},
 		{name: "blank event_id", body: `{"type":"application.status_changed","event_id":"  ","application_id":1,"new_status":"offer"}`, reason: "missing event_id"},
 		{name: "event_id too long", body: `{"type":"application.status_changed","event_id":"` + strings.Repeat("x", jobboard.MaxEventIDLen+1) + `","application_id":1,"new_status":"offer"}`, reason: "event_id longer"},
+		{name: "event_id with a NUL", body: `{"type":"application.status_changed","event_id":"e\u00001","occurred_at":"2026-12-02T10:00:00Z","application_id":1,"new_status":"offer"}`, reason: "not valid UTF-8 text"},
 		{name: "event_id of the wrong JSON type", body: `{"type":"application.status_changed","event_id":7,"application_id":1,"new_status":"offer"}`, reason: "invalid JSON"},
-		{name: "missing application_id", body: `{"type":"application.status_changed","event_id":"e1","new_status":"offer"}`, reason: "application_id"},
-		{name: "negative application_id", body: `{"type":"application.status_changed","event_id":"e1","application_id":-3,"new_status":"offer"}`, reason: "application_id"},
+		{name: "missing occurred_at", body: `{"type":"application.status_changed","event_id":"e1","application_id":1,"new_status":"offer"}`, reason: "missing occurred_at"},
+		{name: "missing application_id", body: `{"type":"application.status_changed","event_id":"e1","occurred_at":"2026-12-02T10:00:00Z","new_status":"offer"}`, reason: "application_id"},
+		{name: "negative application_id", body: `{"type":"application.status_changed","event_id":"e1","occurred_at":"2026-12-02T10:00:00Z","application_id":-3,"new_status":"offer"}`, reason: "application_id"},
 		{name: "application_id as a string", body: `{"type":"application.status_changed","event_id":"e1","application_id":"42","new_status":"offer"}`, reason: "invalid JSON"},
-		{name: "missing new_status", body: `{"type":"application.status_changed","event_id":"e1","application_id":1}`, reason: "missing new_status"},
+		{name: "missing new_status", body: `{"type":"application.status_changed","event_id":"e1","occurred_at":"2026-12-02T10:00:00Z","application_id":1}`, reason: "missing new_status"},
 		{name: "bad occurred_at", body: `{"type":"application.status_changed","event_id":"e1","application_id":1,"new_status":"offer","occurred_at":"yesterday"}`, reason: "invalid JSON"},
 	}
 	for _, tt := range tests {
@@ -148,6 +150,42 @@ func TestPayloadHash(t *testing.T) {
 		change(&ev)
 		if bytes.Equal(ev.PayloadHash(), h) {
 			t.Errorf("changing %s leaves the hash unchanged", field)
+		}
+	}
+}
+
+// The retention rule: an event older than the retention less the margin is
+// expired; the retention has a floor; RETENTION_DAYS parses to it.
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	ev := sampleEvent()
+	for _, tt := range []struct {
+		age  time.Duration
+		want bool
+	}{
+		{0, false},
+		{28 * 24 * time.Hour, false},
+		{29*24*time.Hour - time.Second, false},
+		{29*24*time.Hour + time.Second, true},
+		{400 * 24 * time.Hour, true},
+	} {
+		ev.OccurredAt = now.Add(-tt.age)
+		if got := ev.Expired(now, jobboard.DefaultRetention); got != tt.want {
+			t.Errorf("age %v: expired = %v, want %v", tt.age, got, tt.want)
+		}
+	}
+	if err := jobboard.CheckRetention(14 * 24 * time.Hour); err == nil {
+		t.Error("a 14-day retention is accepted, want refused (the DLQ keeps 14 days)")
+	}
+	for in, want := range map[string]time.Duration{"": jobboard.DefaultRetention, "15": 15 * 24 * time.Hour, "90": 90 * 24 * time.Hour} {
+		if got, err := jobboard.ParseRetentionDays(in); err != nil || got != want {
+			t.Errorf("ParseRetentionDays(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"14", "0", "-1", "1.5", "a month"} {
+		if _, err := jobboard.ParseRetentionDays(bad); err == nil {
+			t.Errorf("ParseRetentionDays(%q) succeeded", bad)
 		}
 	}
 }

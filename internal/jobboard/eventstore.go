@@ -6,35 +6,39 @@ import (
 	"time"
 )
 
-// ErrEventBusy means another worker holds the claim of the same event and
-// did not finish within the lock timeout. Retry later; the other worker may
-// still roll back.
-var ErrEventBusy = errors.New("event is being processed by another worker")
+// ErrLeaseLost means a claim is no longer held by the lease token that
+// tried to finish or release it: its lease expired and another worker took
+// the event over (or released it). The caller must leave the claim alone.
+var ErrLeaseLost = errors.New("the claim's lease is held by another worker")
 
-// EventOutcome is what handling one status event came to. It is recorded
-// with the claim and logged on every line about the event.
+// EventOutcome is what handling one event came to. A finished claim records
+// it; every log line about the event carries it.
 type EventOutcome string
 
-// The outcomes of handling a status event.
+// The outcomes a claim can be finished with, and those of ClaimEvent that
+// leave the caller nothing to send.
 const (
-	// OutcomeSent: claimed, emailed, committed.
+	// OutcomeSent: claimed, emailed, recorded.
 	OutcomeSent EventOutcome = "sent"
-	// OutcomeDuplicate: an earlier delivery of the event has been handled.
+	// OutcomeDuplicate: the event's claim is finished already (any outcome).
 	OutcomeDuplicate EventOutcome = "duplicate"
-	// OutcomePayloadMismatch: the event id has been handled, but that
-	// delivery carried a different payload. Not emailed; worth an ERROR,
-	// since one event id must never describe two changes.
+	// OutcomeBusy: another worker holds a live lease on the event. Retry
+	// after the lease ends; that worker may still release it.
+	OutcomeBusy EventOutcome = "busy"
+	// OutcomePayloadMismatch: the event id is claimed with a different
+	// payload. Not emailed; worth an ERROR, since one event id must never
+	// describe two changes.
 	OutcomePayloadMismatch EventOutcome = "payload_mismatch"
 	// OutcomeApplicationMissing: the application was deleted before the
-	// event was handled. The claim is kept so redeliveries skip fast.
+	// event was handled. The claim is finished so redeliveries skip fast.
 	OutcomeApplicationMissing EventOutcome = "application_missing"
-	// OutcomeRejected: the mail service refused the email for good. The
-	// claim is kept so the event is not retried forever.
+	// OutcomeRejected: the mail service refused this email for good. The
+	// claim is finished so the event is not retried forever.
 	OutcomeRejected EventOutcome = "rejected"
 )
 
 // ApplicationDetails is what the status email needs to know about an
-// application, loaded in one query with its job, company and candidate.
+// application, loaded with its job, company and candidate.
 type ApplicationDetails struct {
 	ApplicationID  int64
 	Status         ApplicationStatus
@@ -44,45 +48,92 @@ type ApplicationDetails struct {
 	CompanyName    string
 }
 
-// EventStore records which status events have been handled.
-type EventStore interface {
-	// ProcessStatusEvent handles one delivery of ev in one transaction:
-	// it claims ev.EventID, loads the application and calls send with it.
-	// payloadHash identifies the event's content, so that a second event
-	// reusing an id is told apart from a redelivery.
-	//
-	// A nil error from send commits the claim (OutcomeSent); an error
-	// wrapping ErrMailRejected commits it too (OutcomeRejected, nil error);
-	// any other error from send rolls the claim back and is returned
-	// wrapped, so a redelivery can try again. Send is not called for a
-	// duplicate, a payload mismatch or a missing application.
-	//
-	// Errors: ErrEventBusy when another transaction holds the claim longer
-	// than the lock timeout; database errors.
-	ProcessStatusEvent(ctx context.Context, ev Event, payloadHash []byte,
-		send func(ctx context.Context, d ApplicationDetails) error) (EventOutcome, error)
+// Claim is what step one of handling an event came to.
+type Claim struct {
+	// Outcome is empty when this worker now owns the event and must send
+	// it; otherwise it is why there is nothing to send: OutcomeDuplicate,
+	// OutcomeBusy, OutcomePayloadMismatch or OutcomeApplicationMissing.
+	Outcome EventOutcome
+	// Token is the lease token of an owned claim; FinishClaim and
+	// ReleaseClaim need it.
+	Token string
+	// BusyFor is, for OutcomeBusy, how long the other worker's lease has
+	// left: the earliest moment worth retrying.
+	BusyFor time.Duration
+	// Attempts counts the leases the event has had, this one included: more
+	// than one means an earlier worker's lease expired and was taken over.
+	Attempts int
+	// Application is the application of a status event that is owned.
+	Application ApplicationDetails
 }
 
-// OutboxStore is the outbox of status events, and the retention of the
-// records the event pipeline leaves behind.
+// Finish is the outcome of an owned claim: OutcomeSent with the mail
+// service's message id, or OutcomeRejected.
+type Finish struct {
+	EventID           string
+	Token             string
+	Outcome           EventOutcome
+	ProviderMessageID string
+}
+
+// EventStore records which events have been handled, in three steps: claim
+// (a short transaction), then the caller sends with no transaction open,
+// then finish or release (a short transaction each).
+type EventStore interface {
+	// ClaimEvent claims ev.EventID with a lease of the given length: a new
+	// claim, or the take-over of a claim whose lease expired. An owned
+	// claim comes with what the email needs. See Claim for the outcomes;
+	// OutcomeApplicationMissing finishes the claim at once.
+	// Errors: database errors.
+	ClaimEvent(ctx context.Context, ev Event, lease time.Duration) (Claim, error)
+	// FinishClaims records the outcomes of owned claims, all in one
+	// statement. It returns the event ids whose token no longer holds the
+	// claim (taken over, or released): those are left alone. Recording the
+	// same outcome again under the same token succeeds. Errors: database
+	// errors (then nothing is recorded).
+	FinishClaims(ctx context.Context, fs []Finish) (lost []string, err error)
+	// ReleaseClaim deletes an owned claim that did not lead to an email, so
+	// that a retry can claim the event again. Errors: ErrLeaseLost when
+	// token no longer holds the claim; database errors.
+	ReleaseClaim(ctx context.Context, eventID, token string) error
+}
+
+// OutboxBacklog is what the outbox holds that has not reached the queue.
+type OutboxBacklog struct {
+	// Count is the number of unpublished (and unexpired) rows.
+	Count int64
+	// OldestAge is the age of the oldest of them; zero when Count is zero.
+	OldestAge time.Duration
+}
+
+// OutboxStore is the outbox of events, and the retention of the records the
+// event pipeline leaves behind.
 type OutboxStore interface {
 	// MarkPublished records that the queue accepted the events.
 	// Errors: database errors.
 	MarkPublished(ctx context.Context, eventIDs []string) error
 	// PublishPending locks up to limit events that have stayed unpublished
-	// for at least olderThan, skipping rows another sweeper has locked, and
-	// calls publish with them inside the transaction; the ids publish
-	// returns are marked published. It returns how many events it locked
-	// and how many it marked. An error from publish rolls back and is
-	// returned wrapped. Errors: database errors.
-	PublishPending(ctx context.Context, olderThan time.Duration, limit int,
+	// for at least grace and are at most maxAge old, skipping rows another
+	// sweeper has locked, and calls publish with them inside the
+	// transaction; the ids publish returns are marked published. It returns
+	// how many events it locked and how many it marked. An error from
+	// publish rolls back and is returned wrapped. Errors: database errors.
+	PublishPending(ctx context.Context, grace, maxAge time.Duration, limit int,
 		publish func(ctx context.Context, events []Event) (accepted []string, err error)) (locked, published int, err error)
+	// ExpireUnpublished marks the unpublished events older than olderThan
+	// as expired, so that they are never published, and returns their ids.
+	// Errors: database errors.
+	ExpireUnpublished(ctx context.Context, olderThan time.Duration) ([]string, error)
+	// Backlog reports the unpublished, unexpired events.
+	// Errors: database errors.
+	Backlog(ctx context.Context) (OutboxBacklog, error)
 	// DeleteProcessedEvents deletes claims older than olderThan, at most
 	// batch rows per statement, and returns how many it deleted.
 	// Errors: database errors.
 	DeleteProcessedEvents(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
-	// DeletePublishedOutbox deletes outbox rows published more than
-	// olderThan ago, at most batch rows per statement, and returns how many
-	// it deleted. Unpublished rows are never deleted. Errors: database errors.
-	DeletePublishedOutbox(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
+	// DeleteFinishedOutbox deletes outbox rows published or expired more
+	// than olderThan ago, at most batch rows per statement, and returns how
+	// many it deleted. Unpublished rows are never deleted. Errors: database
+	// errors.
+	DeleteFinishedOutbox(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
 }

@@ -6,14 +6,24 @@ import (
 )
 
 // Mail error kinds, returned (wrapped) by Mailer implementations. Any other
-// error from a Mailer is retryable.
+// error from a Mailer means the email was not sent and a retry may succeed.
 var (
-	// ErrMailThrottled: the mail service asks us to slow down. Roll back and
-	// stop starting new work in this batch.
+	// ErrMailThrottled: the mail service asks us to slow down (sending
+	// rate or quota). Release the claim, stop starting new work, retry
+	// later with a backoff.
 	ErrMailThrottled = errors.New("mail service throttled the send")
-	// ErrMailRejected: the mail service refused this email for good (bad
-	// address, unverified sender, suspended account). Retrying cannot help.
+	// ErrMailPaused: the mail service stopped all sending of the account
+	// until someone acts (sending paused, account suspended, sender domain
+	// not verified, configuration missing). Not this email's fault: release
+	// the claim, stop the batch, retry with the longest backoff, alarm.
+	ErrMailPaused = errors.New("mail service stopped sending for the account")
+	// ErrMailRejected: the mail service refused this email for good (its
+	// content or its recipient). Retrying cannot help.
 	ErrMailRejected = errors.New("mail service rejected the email permanently")
+	// ErrMailAmbiguous: the request may have reached the mail service, but
+	// its answer was lost (connection reset, timeout), so whether the email
+	// left is unknown. A retry may send it a second time.
+	ErrMailAmbiguous = errors.New("mail service may have accepted the email; its answer was lost")
 )
 
 // StatusEmail is what the candidate is told about a status change.
@@ -30,17 +40,18 @@ type StatusEmail struct {
 
 // Mailer sends status emails.
 type Mailer interface {
-	// SendStatusEmail sends one email and returns the provider's message id.
-	// Errors wrap ErrMailThrottled or ErrMailRejected where those apply;
-	// every other error is worth a retry.
+	// SendStatusEmail sends one email, once (no retries of its own), and
+	// returns the provider's message id. Errors wrap ErrMailThrottled,
+	// ErrMailPaused, ErrMailRejected or ErrMailAmbiguous where those apply;
+	// any other error means the email was not sent.
 	SendStatusEmail(ctx context.Context, e StatusEmail) (messageID string, err error)
 }
 
-// EventRelay passes a committed status event on to the queue right after the
+// EventRelay passes a committed event on to the queue right after the
 // transaction that wrote it, and marks its outbox row published.
 type EventRelay interface {
 	// Relay publishes the event and marks it published. An error leaves the
-	// outbox row unpublished, for the sweeper; the status change itself is
-	// already committed.
+	// outbox row unpublished, for the sweeper; the change itself is already
+	// committed.
 	Relay(ctx context.Context, ev Event) error
 }

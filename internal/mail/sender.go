@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
 	"net/mail"
 	"strings"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
@@ -18,12 +21,11 @@ import (
 // Sender sends status emails through SES v2. It implements jobboard.Mailer
 // and is safe for concurrent use.
 //
-// Retries: the SES client's own retryer still retries transient failures
-// (5xx, connection errors) within the caller's context deadline, but
-// Sender turns off its retries of throttling (TooManyRequestsException,
-// LimitExceededException): the worker answers throttling by rolling back and
-// failing the rest of the batch, so SQS redelivers later instead of the
-// SDK waiting with a database transaction open.
+// Each SendStatusEmail makes exactly one SendEmail request: the SDK's
+// retryer is off for it. SES v2 has no idempotency key, so a retry after a
+// lost answer (a connection reset or a timeout after SES accepted the email)
+// would be a second email. The worker's retry is the SQS redelivery, which
+// goes through the claim.
 type Sender struct {
 	client *sesv2.Client
 	from   string
@@ -59,13 +61,15 @@ func checkAddress(a string) error {
 	return nil
 }
 
-// SendStatusEmail renders the email for e and sends it to e.To, tagged with
-// event_id and new_status so that it can be traced to its event. It returns
-// the SES message id. Errors wrap jobboard.ErrMailThrottled (throttled:
-// retry later) or jobboard.ErrMailRejected (will never succeed: bad
-// recipient address, rejected message, unverified sender, paused or
-// suspended account); every other error, a context deadline included, is
-// worth a retry. The underlying SDK error stays reachable with errors.As.
+// SendStatusEmail renders the email for e and sends it to e.To with one
+// SendEmail request, tagged with event_id and new_status and carrying the
+// header EventIDHeader, so that it can be traced to its event. It returns
+// the SES message id. Errors (see classify) wrap jobboard.ErrMailThrottled,
+// jobboard.ErrMailPaused, jobboard.ErrMailRejected (also for a recipient
+// that is not a bare address) or jobboard.ErrMailAmbiguous (the request was
+// sent and its answer lost: SES may have accepted the email); any other
+// error means SES did not accept it. The underlying SDK error stays
+// reachable with errors.As.
 func (s *Sender) SendStatusEmail(ctx context.Context, e jobboard.StatusEmail) (messageID string, err error) {
 	if err := checkRecipient(e.To); err != nil {
 		return "", fmt.Errorf("send status email for event %s: %w: recipient %w", e.EventID, jobboard.ErrMailRejected, err)
@@ -90,12 +94,23 @@ func (s *Sender) SendStatusEmail(ctx context.Context, e jobboard.StatusEmail) (m
 	if s.ConfigurationSet != "" {
 		in.ConfigurationSetName = aws.String(s.ConfigurationSet)
 	}
-	out, err := s.client.SendEmail(ctx, in, withoutThrottleRetries)
+	var sent atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				sent.Store(true)
+			}
+		},
+	})
+	out, err := s.client.SendEmail(ctx, in, withoutRetries)
 	if err != nil {
-		return "", fmt.Errorf("send status email for event %s: %w", e.EventID, classify(err))
+		return "", fmt.Errorf("send status email for event %s: %w", e.EventID, classify(err, sent.Load()))
 	}
 	return aws.ToString(out.MessageId), nil
 }
+
+// withoutRetries makes the SDK send the request once (see Sender).
+func withoutRetries(o *sesv2.Options) { o.Retryer = aws.NopRetryer{} }
 
 // checkRecipient accepts only a bare address (no display name): it is the
 // candidate's stored email.
@@ -160,66 +175,59 @@ func tagValue(s string) string {
 	return string(b)
 }
 
-// The SES error codes that mean "slow down" and "never".
+// The SES v2 SendEmail errors by what they mean for a retry (from the SES v2
+// API reference, SendEmail, "Errors"):
+//   - throttleCodes: too many requests, or the sending quota is used up:
+//     retry later;
+//   - pauseCodes: the account cannot send at all until someone acts
+//     (sending paused, suspended, MAIL FROM domain not verified, or a
+//     configuration set that does not exist): not this email's fault, and
+//     temporary once fixed, so retry with a long backoff and alarm;
+//   - rejectCodes: this message is refused (its content, its recipient):
+//     retrying cannot help.
 var (
 	throttleCodes = map[string]bool{
 		"TooManyRequestsException": true,
 		"LimitExceededException":   true,
 	}
-	rejectCodes = map[string]bool{
-		"MessageRejected":                    true,
-		"MailFromDomainNotVerifiedException": true,
-		"AccountSuspendedException":          true,
+	pauseCodes = map[string]bool{
 		"SendingPausedException":             true,
+		"AccountSuspendedException":          true,
+		"MailFromDomainNotVerifiedException": true,
 		"NotFoundException":                  true,
-		"BadRequestException":                true,
+	}
+	rejectCodes = map[string]bool{
+		"MessageRejected":     true,
+		"BadRequestException": true,
 	}
 )
 
-// classify wraps err with the jobboard mail error kind its SES error code
-// stands for. Every modelled SES error (*types.TooManyRequestsException, …)
-// and an unmodelled one alike implement smithy.APIError, so one check by
-// code covers both.
-func classify(err error) error {
+// classify wraps err with the jobboard mail error kind it stands for.
+// Every modelled SES error (*types.TooManyRequestsException, ...) and an
+// unmodelled one alike implement smithy.APIError, so one check by code
+// covers both. An error without an answer from SES (a connection reset, a
+// timeout, a cancelled context) after the request was written is
+// ambiguous: SES may have accepted the email.
+func classify(err error, requestSent bool) error {
 	var apiErr smithy.APIError
-	if !errors.As(err, &apiErr) {
-		return err
+	if errors.As(err, &apiErr) {
+		switch code := apiErr.ErrorCode(); {
+		case throttleCodes[code]:
+			return fmt.Errorf("%w: %w", jobboard.ErrMailThrottled, err)
+		case pauseCodes[code]:
+			return fmt.Errorf("%w: %w", jobboard.ErrMailPaused, err)
+		case rejectCodes[code]:
+			return fmt.Errorf("%w: %w", jobboard.ErrMailRejected, err)
+		}
 	}
-	switch code := apiErr.ErrorCode(); {
-	case throttleCodes[code]:
-		return fmt.Errorf("%w: %w", jobboard.ErrMailThrottled, err)
-	case rejectCodes[code]:
-		return fmt.Errorf("%w: %w", jobboard.ErrMailRejected, err)
+	// A transport failure comes wrapped in a ResponseError too, with no
+	// status code: only a status code means SES answered.
+	var respErr *smithyhttp.ResponseError
+	answered := errors.As(err, &respErr) && respErr.HTTPStatusCode() != 0
+	if requestSent && !answered {
+		return fmt.Errorf("%w: %w", jobboard.ErrMailAmbiguous, err)
 	}
 	return err
-}
-
-// withoutThrottleRetries makes the client's retryer give up on throttling
-// errors for this call (see Sender).
-func withoutThrottleRetries(o *sesv2.Options) {
-	if o.Retryer != nil {
-		o.Retryer = noThrottleRetry{o.Retryer}
-	}
-}
-
-// noThrottleRetry is a retryer that does not retry throttling errors and
-// otherwise defers to the retryer it wraps.
-type noThrottleRetry struct{ aws.Retryer }
-
-func (r noThrottleRetry) IsErrorRetryable(err error) bool {
-	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) && throttleCodes[apiErr.ErrorCode()] {
-		return false
-	}
-	return r.Retryer.IsErrorRetryable(err)
-}
-
-// GetAttemptToken keeps the wrapped retryer's per-attempt token accounting.
-func (r noThrottleRetry) GetAttemptToken(ctx context.Context) (func(error) error, error) {
-	if v2, ok := r.Retryer.(aws.RetryerV2); ok {
-		return v2.GetAttemptToken(ctx)
-	}
-	return r.GetInitialToken(), nil
 }
 
 // isIDByte reports whether c is an ASCII letter, digit, '-' or '_'.

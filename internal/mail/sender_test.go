@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/jobboard/jobboard/internal/faultproxy"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/localaws"
 	"github.com/jobboard/jobboard/internal/mail"
@@ -186,36 +187,39 @@ type noDelay struct{}
 
 func (noDelay) BackoffDelay(int, error) (time.Duration, error) { return 0, nil }
 
+// Every SES v2 SendEmail error is classified as the API reference
+// describes it, and sent exactly once, whatever retryer the client has.
 func TestSendStatusEmailClassifiesSESErrors(t *testing.T) {
 	t.Parallel()
 	const (
 		throttled = "throttled"
+		paused    = "paused"
 		rejected  = "rejected"
 		retryable = "retryable"
 	)
 	tests := []struct {
-		status    int
-		code      string
-		kind      string
-		typed     any   // the modelled SDK error type, when there is one
-		wantCalls int64 // with a 3-attempt retryer that does not wait
+		status int
+		code   string
+		kind   string
+		typed  any // the modelled SDK error type, when there is one
 	}{
-		{429, "TooManyRequestsException", throttled, new(*types.TooManyRequestsException), 1},
-		{400, "LimitExceededException", throttled, new(*types.LimitExceededException), 1},
-		{400, "MessageRejected", rejected, new(*types.MessageRejected), 1},
-		{400, "MailFromDomainNotVerifiedException", rejected, new(*types.MailFromDomainNotVerifiedException), 1},
-		{400, "AccountSuspendedException", rejected, new(*types.AccountSuspendedException), 1},
-		{400, "SendingPausedException", rejected, new(*types.SendingPausedException), 1},
-		{404, "NotFoundException", rejected, new(*types.NotFoundException), 1},
-		{400, "BadRequestException", rejected, new(*types.BadRequestException), 1},
-		{500, "InternalFailure", retryable, nil, 3},
-		{503, "ServiceUnavailable", retryable, nil, 3},
-		{400, "SomethingNewException", retryable, nil, 1},
+		{429, "TooManyRequestsException", throttled, new(*types.TooManyRequestsException)},
+		{400, "LimitExceededException", throttled, new(*types.LimitExceededException)},
+		{400, "SendingPausedException", paused, new(*types.SendingPausedException)},
+		{400, "AccountSuspendedException", paused, new(*types.AccountSuspendedException)},
+		{400, "MailFromDomainNotVerifiedException", paused, new(*types.MailFromDomainNotVerifiedException)},
+		{404, "NotFoundException", paused, new(*types.NotFoundException)},
+		{400, "MessageRejected", rejected, new(*types.MessageRejected)},
+		{400, "BadRequestException", rejected, new(*types.BadRequestException)},
+		{500, "InternalFailure", retryable, nil},
+		{503, "ServiceUnavailable", retryable, nil},
+		{400, "SomethingNewException", retryable, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.code, func(t *testing.T) {
 			t.Parallel()
 			srv, calls := sesError(t, tt.status, tt.code)
+			// A client that would retry three times: the Sender overrides it.
 			client := localaws.NewSESClient(srv.URL, func(o *sesv2.Options) {
 				o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 					so.MaxAttempts = 3
@@ -227,11 +231,16 @@ func TestSendStatusEmailClassifiesSESErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("SendStatusEmail succeeded against an error response")
 			}
-			if got, want := errors.Is(err, jobboard.ErrMailThrottled), tt.kind == throttled; got != want {
-				t.Errorf("errors.Is(err, ErrMailThrottled) = %v, want %v; err = %v", got, want, err)
+			for _, k := range []struct {
+				kind   string
+				target error
+			}{{throttled, jobboard.ErrMailThrottled}, {paused, jobboard.ErrMailPaused}, {rejected, jobboard.ErrMailRejected}} {
+				if got, want := errors.Is(err, k.target), tt.kind == k.kind; got != want {
+					t.Errorf("errors.Is(err, %v) = %v, want %v; err = %v", k.target, got, want, err)
+				}
 			}
-			if got, want := errors.Is(err, jobboard.ErrMailRejected), tt.kind == rejected; got != want {
-				t.Errorf("errors.Is(err, ErrMailRejected) = %v, want %v; err = %v", got, want, err)
+			if errors.Is(err, jobboard.ErrMailAmbiguous) {
+				t.Errorf("an answer from SES is classified as ambiguous: %v", err)
 			}
 			var apiErr smithy.APIError
 			if !errors.As(err, &apiErr) || apiErr.ErrorCode() != tt.code {
@@ -243,29 +252,72 @@ func TestSendStatusEmailClassifiesSESErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), sampleEmail(jobboard.StatusOffer).EventID) {
 				t.Errorf("error %q does not name the event", err)
 			}
-			if n := calls.Load(); n != tt.wantCalls {
-				t.Errorf("SES was called %d times, want %d", n, tt.wantCalls)
+			if n := calls.Load(); n != 1 {
+				t.Errorf("SES was called %d times, want 1 (no SDK retries)", n)
 			}
 		})
 	}
 }
 
-func TestSendStatusEmailWithDefaultRetriesDoesNotRetryThrottling(t *testing.T) {
+// The SDK's retries are off: one SendStatusEmail is one request at the SES
+// stand-in, even when the answer is a 503 or is lost. Counted at a fault
+// proxy in front of the stand-in; a lost answer (the stand-in accepted the
+// email, the connection was reset) is ErrMailAmbiguous, and the email is in
+// the stand-in exactly once.
+func TestSendStatusEmailIsSentOnce(t *testing.T) {
 	t.Parallel()
-	// The client's default retryer (3 attempts with backoff) would retry a
-	// throttle; the Sender must not, so this answers at once.
-	srv, calls := sesError(t, 429, "TooManyRequestsException")
-	s := newSender(t, localaws.NewSESClient(srv.URL))
-	_, err := s.SendStatusEmail(context.Background(), sampleEmail(jobboard.StatusOffer))
-	if !errors.Is(err, jobboard.ErrMailThrottled) {
-		t.Fatalf("error = %v, want ErrMailThrottled", err)
+	ctx := context.Background()
+	ses := localaws.SES(t)
+	proxy, err := faultproxy.Start(ctx, ses.Endpoint)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := calls.Load(); n != 1 {
-		t.Errorf("SES was called %d times, want 1", n)
+	t.Cleanup(func() { _ = proxy.Close() })
+	s := newSender(t, localaws.NewSESClient(proxy.URL))
+
+	tests := []struct {
+		fault         faultproxy.Fault
+		wantForwarded int64 // requests that reached the stand-in
+		wantEmails    int
+		wantAmbiguous bool
+	}{
+		{faultproxy.Unavailable, 0, 0, false},
+		{faultproxy.Refuse, 0, 0, true},
+		{faultproxy.ResetAfter, 1, 1, true},
+		{faultproxy.Pass, 1, 1, false},
+	}
+	for _, tt := range tests {
+		e := sampleEmail(jobboard.StatusInterview)
+		e.To = recipient()
+		proxy.SetFault(tt.fault)
+		before := proxy.Forwarded()
+		attemptsBefore := proxy.Count(tt.fault)
+		_, err := s.SendStatusEmail(ctx, e)
+		if (err == nil) != (tt.fault == faultproxy.Pass) {
+			t.Errorf("%v: error = %v", tt.fault, err)
+		}
+		if got := errors.Is(err, jobboard.ErrMailAmbiguous); got != tt.wantAmbiguous {
+			t.Errorf("%v: ambiguous = %v, want %v (err %v)", tt.fault, got, tt.wantAmbiguous, err)
+		}
+		if n := proxy.Count(tt.fault) - attemptsBefore; n != 1 {
+			t.Errorf("%v: requests = %d, want exactly 1", tt.fault, n)
+		}
+		if n := proxy.Forwarded() - before; n != tt.wantForwarded {
+			t.Errorf("%v: forwarded = %d, want %d", tt.fault, n, tt.wantForwarded)
+		}
+		got, err := localaws.EmailsTo(ctx, ses.Endpoint, e.To)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tt.wantEmails {
+			t.Errorf("%v: emails = %d, want %d", tt.fault, len(got), tt.wantEmails)
+		}
 	}
 }
 
-func TestSendStatusEmailDeadlineIsRetryable(t *testing.T) {
+// A deadline that passes while SES has the request is ambiguous: the email
+// may have been accepted.
+func TestSendStatusEmailDeadlineIsAmbiguous(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -275,16 +327,23 @@ func TestSendStatusEmailDeadlineIsRetryable(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(release); srv.Close() })
-	s := newSender(t, localaws.NewSESClient(srv.URL, func(o *sesv2.Options) { o.RetryMaxAttempts = 1 }))
+	s := newSender(t, localaws.NewSESClient(srv.URL))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := s.SendStatusEmail(ctx, sampleEmail(jobboard.StatusOffer))
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("error = %v, want context.DeadlineExceeded", err)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, jobboard.ErrMailAmbiguous) {
+		t.Fatalf("error = %v, want context.DeadlineExceeded and ErrMailAmbiguous", err)
 	}
-	if errors.Is(err, jobboard.ErrMailThrottled) || errors.Is(err, jobboard.ErrMailRejected) {
-		t.Errorf("a deadline is classified as throttled or rejected: %v", err)
+	if errors.Is(err, jobboard.ErrMailThrottled) || errors.Is(err, jobboard.ErrMailRejected) || errors.Is(err, jobboard.ErrMailPaused) {
+		t.Errorf("a deadline is classified as throttled, paused or rejected: %v", err)
+	}
+
+	// A context that ends before anything is sent is not ambiguous.
+	done, cancelDone := context.WithCancel(context.Background())
+	cancelDone()
+	if _, err := s.SendStatusEmail(done, sampleEmail(jobboard.StatusOffer)); err == nil || errors.Is(err, jobboard.ErrMailAmbiguous) {
+		t.Errorf("cancelled before sending: %v, want a plain error", err)
 	}
 }
 
@@ -313,6 +372,7 @@ func TestSendStatusEmailTags(t *testing.T) {
 	req := <-tags
 	for _, want := range []string{
 		`{"Name":"event_id","Value":"odd_id_with_chars"}`,
+		`"Headers":[{"Name":"X-Jobboard-Event-Id","Value":"odd_id_with_chars"}]`,
 		`{"Name":"new_status","Value":"hired"}`,
 		`"ConfigurationSetName":"status-emails"`,
 		`"FromEmailAddress":"jobboard <jobs@example.com>"`,

@@ -3,8 +3,14 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/outbox"
@@ -240,44 +246,51 @@ func TestSweeperBatchesAndBounds(t *testing.T) {
 }
 
 // 11. Retention: claims and published outbox rows older than the retention
-// are deleted; newer ones, and unpublished ones of any age, are kept.
+// are deleted; newer ones are kept. An unpublished row is published while
+// young enough, and past that age expired (logged at ERROR, counted), never
+// published; the metrics line reports it with the backlog.
 func TestSweeperRetention(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
 	ctx := context.Background()
-	app := e.NewApp(t)
-	old, recent := statusChange(t, e, app), statusChange(t, e, e.NewApp(t))
+	old, recent := statusChange(t, e, e.NewApp(t)), statusChange(t, e, e.NewApp(t))
 	for _, ev := range []jobboard.Event{old, recent} {
 		if err := e.DB.MarkPublished(ctx, []string{ev.EventID}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.DB.Pool().Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash) VALUES ($1, $2, '\x00')`,
+		if _, err := e.DB.Pool().Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash, outcome) VALUES ($1, $2, '\x00', 'sent')`,
 			ev.EventID, ev.Type); err != nil {
 			t.Fatal(err)
 		}
 	}
-	stuck := statusChange(t, e, e.NewApp(t)) // never published
-	for _, q := range []string{
-		`UPDATE processed_events SET processed_at = now() - interval '15 days' WHERE event_id = $1`,
-		`UPDATE outbox SET created_at = now() - interval '15 days', published_at = now() - interval '15 days' WHERE event_id = $1`,
+	stuck := statusChange(t, e, e.NewApp(t)) // never published, too old now
+	late := statusChange(t, e, e.NewApp(t))  // never published, still young enough
+	for _, q := range []struct {
+		sql string
+		id  string
+	}{
+		{`UPDATE processed_events SET processed_at = now() - interval '31 days' WHERE event_id = $1`, old.EventID},
+		{`UPDATE outbox SET created_at = now() - interval '31 days', published_at = now() - interval '31 days' WHERE event_id = $1`, old.EventID},
+		{`UPDATE outbox SET created_at = now() - interval '29 days 1 hour' WHERE event_id = $1`, stuck.EventID},
+		{`UPDATE outbox SET created_at = now() - interval '28 days' WHERE event_id = $1`, late.EventID},
 	} {
-		if _, err := e.DB.Pool().Exec(ctx, q, old.EventID); err != nil {
+		if _, err := e.DB.Pool().Exec(ctx, q.sql, q.id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '40 days' WHERE event_id = $1`, stuck.EventID); err != nil {
-		t.Fatal(err)
-	}
 
-	// The stuck row is published by this very sweep (it is past its grace),
-	// not deleted: its published_at is now.
-	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Retention: 14 * 24 * time.Hour}).Sweep(ctx)
+	var metrics workertest.LogBuffer
+	s := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Logger: slog.New(slog.NewJSONHandler(e.Logs, nil)), Metrics: &metrics})
+	r, err := s.Handle(ctx, events.EventBridgeEvent{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := outbox.Report{Published: 1, ProcessedEventsDeleted: 1, OutboxDeleted: 1}
-	if r != want {
-		t.Fatalf("report = %+v, want %+v", r, want)
+	want := outbox.Report{Published: 1, Expired: []string{stuck.EventID}, ProcessedEventsDeleted: 1, OutboxDeleted: 1}
+	if diff := cmp.Diff(want, r); diff != "" {
+		t.Fatalf("report (-want +got):\n%s", diff)
+	}
+	if !isPublished(t, e, late.EventID) || isPublished(t, e, stuck.EventID) {
+		t.Fatal("want the late row published and the stuck one not")
 	}
 	if cs := e.Claims(t, old.EventID); len(cs) != 0 {
 		t.Error("old claim kept")
@@ -285,26 +298,83 @@ func TestSweeperRetention(t *testing.T) {
 	if cs := e.Claims(t, recent.EventID); len(cs) != 1 {
 		t.Error("recent claim deleted")
 	}
-	var left []string
-	rows, err := e.DB.Pool().Query(ctx, `SELECT event_id::text FROM outbox ORDER BY created_at`)
+	left := outboxIDs(t, e)
+	if !slices.Equal(left, []string{stuck.EventID, late.EventID, recent.EventID}) {
+		t.Fatalf("outbox rows left = %v, want [stuck late recent]", left)
+	}
+	var expiredLines int
+	for _, l := range e.Logs.Lines(t) {
+		if l["level"] == "ERROR" && l["event_id"] == stuck.EventID {
+			expiredLines++
+		}
+	}
+	if expiredLines != 1 {
+		t.Errorf("ERROR lines about the expired event = %d, want 1", expiredLines)
+	}
+	m := metrics.Metrics(t)
+	if len(m) != 1 || m[0]["EventsPublished"] != 1.0 || m[0]["OutboxExpired"] != 1.0 || m[0]["OutboxBacklog"] != 0.0 ||
+		m[0]["OutboxOldestAgeSeconds"] != 0.0 || m[0]["Service"] != "sweeper" {
+		t.Fatalf("metrics = %v", m)
+	}
+
+	// The next sweep neither publishes nor expires the row again; the
+	// expired row is deleted once it is as old as the retention.
+	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET expired_at = now() - interval '31 days' WHERE event_id = $1`, stuck.EventID); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.Sweep(ctx)
+	if err != nil || r.Published != 0 || len(r.Expired) != 0 || r.OutboxDeleted != 1 {
+		t.Fatalf("second sweep = %+v, %v; want only the expired row deleted", r, err)
+	}
+}
+
+// With the queue down, the backlog grows and the metrics line says how old
+// its oldest event is, which is what the backlog alarm watches.
+func TestSweeperReportsTheBacklog(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	first := statusChange(t, e, e.NewApp(t))
+	statusChange(t, e, e.NewApp(t))
+	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '10 minutes' WHERE event_id = $1`, first.EventID); err != nil {
+		t.Fatal(err)
+	}
+	var metrics workertest.LogBuffer
+	down := &publisher{next: e.Publisher(), before: errors.New("injected: SQS unreachable")}
+	s := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: down, Grace: time.Microsecond, Metrics: &metrics})
+	r, err := s.Handle(ctx, events.EventBridgeEvent{})
+	if err == nil || r.Backlog.Count != 2 || r.Backlog.OldestAge < 10*time.Minute || r.Backlog.OldestAge > 11*time.Minute {
+		t.Fatalf("sweep with SQS down = %+v, %v; want an error and a backlog of 2, the oldest 10 minutes old", r, err)
+	}
+	m := metrics.Metrics(t)
+	if len(m) != 1 || m[0]["OutboxBacklog"] != 2.0 {
+		t.Fatalf("metrics = %v, want a backlog of 2", m)
+	}
+	if age, _ := m[0]["OutboxOldestAgeSeconds"].(float64); age < 600 || age > 660 {
+		t.Errorf("OutboxOldestAgeSeconds = %v, want about 600", m[0]["OutboxOldestAgeSeconds"])
+	}
+}
+
+func outboxIDs(t *testing.T, e *workertest.Env) []string {
+	t.Helper()
+	rows, err := e.DB.Pool().Query(context.Background(), `SELECT event_id::text FROM outbox ORDER BY created_at`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		left = append(left, id)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
 	}
-	if rows.Err() != nil || len(left) != 2 || left[0] != stuck.EventID || left[1] != recent.EventID {
-		t.Fatalf("outbox rows left = %v, want [stuck recent]", left)
-	}
+	return ids
 }
 
 func TestNewSweeperValidates(t *testing.T) {
 	t.Parallel()
 	if _, err := outbox.NewSweeper(outbox.SweeperConfig{}); err == nil {
 		t.Error("NewSweeper without Store and Publisher succeeded")
+	}
+	e := workertest.New(t, workertest.Options{})
+	if _, err := outbox.NewSweeper(outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Retention: 14 * 24 * time.Hour}); err == nil {
+		t.Error("NewSweeper with a retention shorter than the minimum succeeded")
 	}
 }

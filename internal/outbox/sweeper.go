@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/jobboard/jobboard/internal/emf"
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
@@ -17,9 +19,6 @@ const (
 	// DefaultGrace leaves a fresh row to the API's relay, which normally
 	// publishes it within milliseconds of the commit.
 	DefaultGrace = 30 * time.Second
-	// DefaultRetention is as long as SQS can keep a message (14 days): a
-	// claim older than that can no longer meet a redelivery.
-	DefaultRetention = 14 * 24 * time.Hour
 	// DefaultMaxEvents bounds the events one sweep publishes, so a backlog
 	// is worked off over several runs instead of one endless invocation.
 	DefaultMaxEvents = 500
@@ -39,14 +38,23 @@ type SweeperConfig struct {
 	Publisher jobboard.EventPublisher
 	// Grace is how long an unpublished row is left to the relay.
 	Grace time.Duration
-	// Retention is how long claims and published outbox rows are kept.
+	// Retention is how long claims and published outbox rows are kept
+	// (default jobboard.DefaultRetention, at least jobboard.MinRetention).
+	// Events older than jobboard.MaxEventAge(Retention) are never
+	// published: they are marked expired instead.
 	Retention time.Duration
 	// MaxEvents bounds the events one sweep publishes.
 	MaxEvents int
 	// DeleteBatch is the rows per retention DELETE statement.
 	DeleteBatch int
-	// Logger gets one line per scheduled run (Handle). Nil logs nothing.
+	// Logger gets one line per scheduled run (Handle), and an ERROR line per
+	// expired event. Nil logs nothing.
 	Logger *slog.Logger
+	// Metrics receives one CloudWatch Embedded Metric Format line per
+	// scheduled run (Handle); in Lambda it is stdout. Nil writes nothing.
+	Metrics io.Writer
+	// Now is the clock of the metrics' timestamps. Default: time.Now.
+	Now func() time.Time
 }
 
 // Sweeper publishes the events the relay missed and applies the retention.
@@ -68,7 +76,10 @@ func NewSweeper(c SweeperConfig) (*Sweeper, error) {
 		c.Grace = DefaultGrace
 	}
 	if c.Retention == 0 {
-		c.Retention = DefaultRetention
+		c.Retention = jobboard.DefaultRetention
+	}
+	if err := jobboard.CheckRetention(c.Retention); err != nil {
+		return nil, fmt.Errorf("sweeper: %w", err)
 	}
 	if c.MaxEvents == 0 {
 		c.MaxEvents = DefaultMaxEvents
@@ -78,6 +89,12 @@ func NewSweeper(c SweeperConfig) (*Sweeper, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = io.Discard
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return &Sweeper{c: c}, nil
 }
@@ -89,6 +106,12 @@ type Report struct {
 	// Failed counts the events locked for publishing that the queue did not
 	// accept; they stay unpublished for the next sweep.
 	Failed int `json:"failed"`
+	// Expired lists the events given up on: unpublished for longer than
+	// they may be published.
+	Expired []string `json:"expired,omitempty"`
+	// Backlog is what stayed unpublished after the sweep: events that did
+	// not reach the queue. An old backlog is an outage of the queue.
+	Backlog jobboard.OutboxBacklog `json:"-"`
 	// ProcessedEventsDeleted and OutboxDeleted count the rows the retention
 	// removed.
 	ProcessedEventsDeleted int64 `json:"processed_events_deleted"`
@@ -98,16 +121,20 @@ type Report struct {
 // Sweep publishes the rows left unpublished after the grace period, in
 // transactions of ten (SELECT ... FOR UPDATE SKIP LOCKED, SendMessageBatch,
 // mark the accepted ones), until none is left, a batch is not wholly
-// accepted, or MaxEvents is reached. Then it deletes claims and published
-// outbox rows older than the retention, in small batches. The retention runs
-// even when publishing failed. Errors: publishing or deleting failed (all
-// of them, joined); the report counts what was done regardless.
+// accepted, or MaxEvents is reached. Rows older than
+// jobboard.MaxEventAge(Retention) are not published but marked expired,
+// each logged at ERROR: a copy of such an event could outlive its claim.
+// Then it measures the backlog, and deletes claims and published or expired
+// outbox rows older than the retention, in small batches. Each step runs
+// even when an earlier one failed. Errors: any step failed (all of them,
+// joined); the report counts what was done regardless.
 func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	var r Report
 	var errs []error
+	maxAge := jobboard.MaxEventAge(s.c.Retention)
 	for r.Published+r.Failed < s.c.MaxEvents {
 		limit := min(publishBatch, s.c.MaxEvents-r.Published-r.Failed)
-		locked, published, err := s.c.Store.PublishPending(ctx, s.c.Grace, limit, s.c.Publisher.Publish)
+		locked, published, err := s.c.Store.PublishPending(ctx, s.c.Grace, maxAge, limit, s.c.Publisher.Publish)
 		r.Published += published
 		r.Failed += locked - published
 		if err != nil {
@@ -121,12 +148,25 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		}
 	}
 
+	expired, err := s.c.Store.ExpireUnpublished(ctx, maxAge)
+	r.Expired = expired
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sweep: %w", err))
+	}
+	for _, id := range expired {
+		s.c.Logger.LogAttrs(ctx, slog.LevelError, "event never published and now too old to be: given up, never emailed",
+			slog.String("event_id", id), slog.Duration("max_age", maxAge))
+	}
+	if r.Backlog, err = s.c.Store.Backlog(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("sweep: %w", err))
+	}
+
 	n, err := s.c.Store.DeleteProcessedEvents(ctx, s.c.Retention, s.c.DeleteBatch)
 	r.ProcessedEventsDeleted = n
 	if err != nil {
 		errs = append(errs, fmt.Errorf("sweep: %w", err))
 	}
-	n, err = s.c.Store.DeletePublishedOutbox(ctx, s.c.Retention, s.c.DeleteBatch)
+	n, err = s.c.Store.DeleteFinishedOutbox(ctx, s.c.Retention, s.c.DeleteBatch)
 	r.OutboxDeleted = n
 	if err != nil {
 		errs = append(errs, fmt.Errorf("sweep: %w", err))
@@ -136,14 +176,24 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 
 // Handle is the sweeper function's Lambda handler: EventBridge Scheduler
 // invokes it with a scheduled event, whose content does not matter. It
-// sweeps, logs the report (INFO, or ERROR with the error) and returns it;
-// the error, if any, makes the invocation count as failed in the Lambda
-// metrics.
+// sweeps, writes the metrics line (EventsPublished, OutboxExpired,
+// OutboxBacklog, OutboxOldestAgeSeconds), logs the report (INFO, or ERROR
+// with the error) and returns it; the error, if any, makes the invocation
+// count as failed in the Lambda metrics.
 func (s *Sweeper) Handle(ctx context.Context, _ events.EventBridgeEvent) (Report, error) {
 	r, err := s.Sweep(ctx)
+	emf.Write(s.c.Metrics, "sweeper", s.c.Now(),
+		emf.Metric{Name: "EventsPublished", Unit: emf.Count, Value: float64(r.Published)},
+		emf.Metric{Name: "OutboxExpired", Unit: emf.Count, Value: float64(len(r.Expired))},
+		emf.Metric{Name: "OutboxBacklog", Unit: emf.Count, Value: float64(r.Backlog.Count)},
+		emf.Metric{Name: "OutboxOldestAgeSeconds", Unit: emf.Seconds, Value: r.Backlog.OldestAge.Seconds()},
+	)
 	attrs := []slog.Attr{
 		slog.Int("published", r.Published),
 		slog.Int("failed", r.Failed),
+		slog.Int("expired", len(r.Expired)),
+		slog.Int64("backlog", r.Backlog.Count),
+		slog.Duration("backlog_oldest_age", r.Backlog.OldestAge),
 		slog.Int64("processed_events_deleted", r.ProcessedEventsDeleted),
 		slog.Int64("outbox_deleted", r.OutboxDeleted),
 	}

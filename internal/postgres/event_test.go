@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -36,25 +35,29 @@ func statusEvent(applicationID int64) jobboard.Event {
 	}
 }
 
-// claim is a processed_events row.
-type claim struct {
-	hash    []byte
-	outcome string
+// claimRow is a processed_events row.
+type claimRow struct {
+	hash         []byte
+	outcome      string // "" while unfinished
+	token        string
+	attempts     int
+	sesMessageID string
 }
 
 // claims returns the claim rows of an event id.
-func claims(t testing.TB, db *postgres.DB, eventID string) []claim {
+func claims(t testing.TB, db *postgres.DB, eventID string) []claimRow {
 	t.Helper()
 	rows, err := db.Pool().Query(context.Background(),
-		`SELECT payload_hash, outcome FROM processed_events WHERE event_id = $1`, eventID)
+		`SELECT payload_hash, coalesce(outcome, ''), coalesce(lease_token::text, ''), attempts, coalesce(ses_message_id, '')
+		 FROM processed_events WHERE event_id = $1`, eventID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var cs []claim
+	var cs []claimRow
 	for rows.Next() {
-		var c claim
-		if err := rows.Scan(&c.hash, &c.outcome); err != nil {
+		var c claimRow
+		if err := rows.Scan(&c.hash, &c.outcome, &c.token, &c.attempts, &c.sesMessageID); err != nil {
 			t.Fatal(err)
 		}
 		cs = append(cs, c)
@@ -65,150 +68,220 @@ func claims(t testing.TB, db *postgres.DB, eventID string) []claim {
 	return cs
 }
 
-// recorder is a send callback that records what it was given and returns
-// err.
-type recorder struct {
-	mu    sync.Mutex
-	calls []jobboard.ApplicationDetails
-	err   error
+// oneClaim returns the one claim row of an event id.
+func oneClaim(t testing.TB, db *postgres.DB, eventID string) claimRow {
+	t.Helper()
+	cs := claims(t, db, eventID)
+	if len(cs) != 1 {
+		t.Fatalf("claims of %s = %+v, want one", eventID, cs)
+	}
+	return cs[0]
 }
 
-func (r *recorder) send(_ context.Context, d jobboard.ApplicationDetails) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls = append(r.calls, d)
-	return r.err
+// expireLease makes the lease of an event's claim run out, as if its worker
+// had died a while ago.
+func expireLease(t testing.TB, db *postgres.DB, eventID string) {
+	t.Helper()
+	if _, err := db.Pool().Exec(context.Background(),
+		`UPDATE processed_events SET lease_until = now() - interval '1 second' WHERE event_id = $1`, eventID); err != nil {
+		t.Fatal(err)
+	}
 }
 
-func (r *recorder) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.calls)
+// finish records one outcome through FinishClaims, with a lost lease as
+// jobboard.ErrLeaseLost.
+func finish(db *postgres.DB, eventID, token string, outcome jobboard.EventOutcome, sesID string) error {
+	lost, err := db.FinishClaims(context.Background(), []jobboard.Finish{{EventID: eventID, Token: token, Outcome: outcome, ProviderMessageID: sesID}})
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return jobboard.ErrLeaseLost
+	}
+	return nil
 }
 
-var hashA, hashB = []byte("hash-a"), []byte("hash-b")
+func mustClaim(t testing.TB, db *postgres.DB, ev jobboard.Event, want jobboard.EventOutcome) jobboard.Claim {
+	t.Helper()
+	c, err := db.ClaimEvent(context.Background(), ev, time.Minute)
+	if err != nil || c.Outcome != want {
+		t.Fatalf("ClaimEvent = %+v, %v; want outcome %q", c, err, want)
+	}
+	return c
+}
 
-func TestProcessStatusEventFirstDeliveryThenDuplicates(t *testing.T) {
+// The first delivery owns the event and gets what the email needs; once the
+// claim is finished, every later delivery is a duplicate.
+func TestClaimEventFirstDeliveryThenDuplicates(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	app := mustApplication(t, w)
 	ctx := context.Background()
 	ev := statusEvent(app.ID)
 
-	var r recorder
-	got, err := w.db.ProcessStatusEvent(ctx, ev, hashA, r.send)
-	if err != nil || got != jobboard.OutcomeSent {
-		t.Fatalf("first delivery = %q, %v; want sent", got, err)
-	}
+	c := mustClaim(t, w.db, ev, "")
 	candidate, err := w.db.UserByID(ctx, w.candidate.UserID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := jobboard.ApplicationDetails{
-		ApplicationID:  app.ID,
-		Status:         jobboard.StatusSubmitted,
-		CandidateEmail: candidate.Email,
-		CandidateName:  candidate.Name,
-		JobTitle:       w.job.Title,
-		CompanyName:    w.company.Name,
+		ApplicationID: app.ID, Status: jobboard.StatusSubmitted, CandidateEmail: candidate.Email,
+		CandidateName: candidate.Name, JobTitle: w.job.Title, CompanyName: w.company.Name,
 	}
-	if r.count() != 1 || r.calls[0] != want {
-		t.Fatalf("send calls = %+v, want one with %+v", r.calls, want)
+	if c.Application != want || c.Token == "" || c.Attempts != 1 {
+		t.Fatalf("claim = %+v, want token, attempt 1 and %+v", c, want)
 	}
-	if cs := claims(t, w.db, ev.EventID); len(cs) != 1 || !bytes.Equal(cs[0].hash, hashA) || cs[0].outcome != "sent" {
-		t.Fatalf("claims = %+v, want one 'sent' with hash A", cs)
+	if got := oneClaim(t, w.db, ev.EventID); got.outcome != "" || got.token != c.Token || !bytes.Equal(got.hash, ev.PayloadHash()) {
+		t.Fatalf("row after the claim = %+v, want unfinished, leased by %s, with the payload hash", got, c.Token)
 	}
 
-	// The same event again, any number of times: skipped, send not called.
+	if err := finish(w.db, ev.EventID, c.Token, jobboard.OutcomeSent, "ses-1"); err != nil {
+		t.Fatal(err)
+	}
+	// The same mark again (a retry after a lost answer) is harmless.
+	if err := finish(w.db, ev.EventID, c.Token, jobboard.OutcomeSent, "ses-1"); err != nil {
+		t.Fatalf("finishing twice: %v", err)
+	}
+	if got := oneClaim(t, w.db, ev.EventID); got.outcome != "sent" || got.sesMessageID != "ses-1" {
+		t.Fatalf("row after the mark = %+v, want sent with ses-1", got)
+	}
 	for range 3 {
-		got, err = w.db.ProcessStatusEvent(ctx, ev, hashA, r.send)
-		if err != nil || got != jobboard.OutcomeDuplicate {
-			t.Fatalf("redelivery = %q, %v; want duplicate", got, err)
-		}
+		mustClaim(t, w.db, ev, jobboard.OutcomeDuplicate)
 	}
-	// The same id with another payload: not sent either, but told apart.
-	got, err = w.db.ProcessStatusEvent(ctx, ev, hashB, r.send)
-	if err != nil || got != jobboard.OutcomePayloadMismatch {
-		t.Fatalf("other payload = %q, %v; want payload_mismatch", got, err)
-	}
-	if r.count() != 1 {
-		t.Errorf("send called %d times, want 1", r.count())
-	}
-	if cs := claims(t, w.db, ev.EventID); len(cs) != 1 || !bytes.Equal(cs[0].hash, hashA) {
-		t.Errorf("claims = %+v, want the first delivery's only", cs)
+	// Even once its lease has run out, a finished claim stays finished.
+	expireLease(t, w.db, ev.EventID)
+	mustClaim(t, w.db, ev, jobboard.OutcomeDuplicate)
+	wantErr(t, w.db.ReleaseClaim(ctx, ev.EventID, c.Token), jobboard.ErrLeaseLost)
+	wantErr(t, finish(w.db, ev.EventID, uuid.NewString(), jobboard.OutcomeSent, "x"), jobboard.ErrLeaseLost)
+	if got := oneClaim(t, w.db, ev.EventID); got.outcome != "sent" || got.attempts != 1 {
+		t.Fatalf("row = %+v, want still sent after one attempt", got)
 	}
 }
 
-func TestProcessStatusEventFailedSendReleasesClaim(t *testing.T) {
+// A live lease keeps everyone else out, and says for how long.
+func TestClaimEventLiveLeaseIsBusy(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	app := mustApplication(t, w)
+	ev := statusEvent(app.ID)
+	owner := mustClaim(t, w.db, ev, "")
+
+	busy := mustClaim(t, w.db, ev, jobboard.OutcomeBusy)
+	if busy.Token != "" || busy.BusyFor <= 50*time.Second || busy.BusyFor > time.Minute {
+		t.Fatalf("busy claim = %+v, want no token and about a minute left", busy)
+	}
+	if got := oneClaim(t, w.db, ev.EventID); got.token != owner.Token || got.attempts != 1 {
+		t.Fatalf("row = %+v, want the owner's lease untouched", got)
+	}
+}
+
+// A lease that ran out (its worker died) is taken over under a new token;
+// the old token can then neither finish nor release the new owner's claim.
+func TestClaimEventTakesOverAnExpiredLease(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	app := mustApplication(t, w)
 	ctx := context.Background()
 	ev := statusEvent(app.ID)
+	dead := mustClaim(t, w.db, ev, "")
+	expireLease(t, w.db, ev.EventID)
 
-	down := errors.New("mail server down")
-	failing := recorder{err: down}
-	got, err := w.db.ProcessStatusEvent(ctx, ev, hashA, failing.send)
-	if !errors.Is(err, down) || got != "" {
-		t.Fatalf("failed send = %q, %v; want the send error", got, err)
+	heir := mustClaim(t, w.db, ev, "")
+	if heir.Token == dead.Token || heir.Attempts != 2 || heir.Application.ApplicationID != app.ID {
+		t.Fatalf("take-over = %+v, want a new token, attempt 2 and the application", heir)
+	}
+	wantErr(t, finish(w.db, ev.EventID, dead.Token, jobboard.OutcomeSent, "late"), jobboard.ErrLeaseLost)
+	wantErr(t, w.db.ReleaseClaim(ctx, ev.EventID, dead.Token), jobboard.ErrLeaseLost)
+	if got := oneClaim(t, w.db, ev.EventID); got.outcome != "" || got.token != heir.Token {
+		t.Fatalf("row = %+v, want the heir's unfinished claim", got)
+	}
+	if err := finish(w.db, ev.EventID, heir.Token, jobboard.OutcomeSent, "ses-2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := oneClaim(t, w.db, ev.EventID); got.outcome != "sent" || got.sesMessageID != "ses-2" || got.attempts != 2 {
+		t.Fatalf("row = %+v, want sent by the heir", got)
+	}
+}
+
+// A released claim is gone, so the retry claims the event afresh.
+func TestReleaseClaimLetsTheRetryClaim(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	app := mustApplication(t, w)
+	ctx := context.Background()
+	ev := statusEvent(app.ID)
+	c := mustClaim(t, w.db, ev, "")
+	if err := w.db.ReleaseClaim(ctx, ev.EventID, c.Token); err != nil {
+		t.Fatal(err)
 	}
 	if cs := claims(t, w.db, ev.EventID); len(cs) != 0 {
-		t.Fatalf("claims after failed send = %+v, want none", cs)
+		t.Fatalf("claims after release = %+v, want none", cs)
 	}
-
-	var ok recorder
-	got, err = w.db.ProcessStatusEvent(ctx, ev, hashA, ok.send)
-	if err != nil || got != jobboard.OutcomeSent || ok.count() != 1 {
-		t.Fatalf("retry = %q, %v, %d sends; want sent once", got, err, ok.count())
-	}
-	if cs := claims(t, w.db, ev.EventID); len(cs) != 1 {
-		t.Fatalf("claims after retry = %+v, want one", cs)
+	wantErr(t, w.db.ReleaseClaim(ctx, ev.EventID, c.Token), jobboard.ErrLeaseLost)
+	again := mustClaim(t, w.db, ev, "")
+	if again.Token == c.Token || again.Attempts != 1 {
+		t.Fatalf("claim after release = %+v, want a new token and attempt 1", again)
 	}
 }
 
-func TestProcessStatusEventPermanentRejectionKeepsClaim(t *testing.T) {
+// A permanent rejection finishes the claim: redeliveries are duplicates.
+func TestFinishClaimRejected(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	app := mustApplication(t, w)
-	ctx := context.Background()
 	ev := statusEvent(app.ID)
-
-	rejecting := recorder{err: errors.Join(errors.New("MessageRejected"), jobboard.ErrMailRejected)}
-	got, err := w.db.ProcessStatusEvent(ctx, ev, hashA, rejecting.send)
-	if err != nil || got != jobboard.OutcomeRejected {
-		t.Fatalf("rejected send = %q, %v; want rejected, nil", got, err)
+	c := mustClaim(t, w.db, ev, "")
+	if err := finish(w.db, ev.EventID, c.Token, jobboard.OutcomeRejected, ""); err != nil {
+		t.Fatal(err)
 	}
-	if cs := claims(t, w.db, ev.EventID); len(cs) != 1 || cs[0].outcome != "rejected" {
-		t.Fatalf("claims = %+v, want one 'rejected'", cs)
+	if got := oneClaim(t, w.db, ev.EventID); got.outcome != "rejected" || got.sesMessageID != "" {
+		t.Fatalf("row = %+v, want rejected without a message id", got)
 	}
-	var r recorder
-	if got, err := w.db.ProcessStatusEvent(ctx, ev, hashA, r.send); err != nil || got != jobboard.OutcomeDuplicate || r.count() != 0 {
-		t.Fatalf("redelivery = %q, %v, %d sends; want a duplicate, not sent", got, err, r.count())
-	}
+	mustClaim(t, w.db, ev, jobboard.OutcomeDuplicate)
 }
 
-func TestProcessStatusEventApplicationMissing(t *testing.T) {
+// One event id with two payloads: the second is told apart from a
+// redelivery, whether the first is finished, leased, or its lease expired.
+func TestClaimEventPayloadMismatch(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	ctx := context.Background()
-	ev := statusEvent(1 << 40)
+	app := mustApplication(t, w)
+	ev := statusEvent(app.ID)
+	other := ev
+	other.NewStatus = jobboard.StatusRejected
+	c := mustClaim(t, w.db, ev, "")
 
-	var r recorder
-	got, err := w.db.ProcessStatusEvent(ctx, ev, hashA, r.send)
-	if err != nil || got != jobboard.OutcomeApplicationMissing || r.count() != 0 {
-		t.Fatalf("missing application = %q, %v, %d sends; want application_missing, not sent", got, err, r.count())
-	}
-	if cs := claims(t, w.db, ev.EventID); len(cs) != 1 || cs[0].outcome != "application_missing" {
-		t.Fatalf("claims = %+v, want one 'application_missing'", cs)
-	}
-	if got, _ := w.db.ProcessStatusEvent(ctx, ev, hashA, r.send); got != jobboard.OutcomeDuplicate {
-		t.Fatalf("redelivery = %q, want duplicate", got)
+	mustClaim(t, w.db, other, jobboard.OutcomePayloadMismatch)
+	expireLease(t, w.db, ev.EventID)
+	mustClaim(t, w.db, other, jobboard.OutcomePayloadMismatch)
+	if got := oneClaim(t, w.db, ev.EventID); got.token != c.Token || !bytes.Equal(got.hash, ev.PayloadHash()) {
+		t.Fatalf("row = %+v, want the first payload's claim untouched", got)
 	}
 }
 
-// A worker whose claim waits behind another transaction longer than
-// lock_timeout gives up with ErrEventBusy and leaves nothing behind.
-func TestProcessStatusEventLockTimeout(t *testing.T) {
+// The application is gone: the claim is finished at once, and nothing is
+// loaded.
+func TestClaimEventApplicationMissing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	app := mustApplication(t, w)
+	if _, err := w.db.Pool().Exec(context.Background(), `DELETE FROM applications WHERE id = $1`, app.ID); err != nil {
+		t.Fatal(err)
+	}
+	ev := statusEvent(app.ID)
+	c := mustClaim(t, w.db, ev, jobboard.OutcomeApplicationMissing)
+	if c.Application != (jobboard.ApplicationDetails{}) {
+		t.Fatalf("claim = %+v, want no application", c)
+	}
+	if got := oneClaim(t, w.db, ev.EventID); got.outcome != "application_missing" {
+		t.Fatalf("row = %+v, want application_missing", got)
+	}
+	mustClaim(t, w.db, ev, jobboard.OutcomeDuplicate)
+}
+
+// A claim statement stuck behind another claimer longer than lock_timeout
+// gives up as busy and leaves nothing behind.
+func TestClaimEventLockTimeoutIsBusy(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewURL(t)
 	ctx := context.Background()
@@ -229,15 +302,14 @@ func TestProcessStatusEventLockTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // rolled back below; this is the safety net
-	if _, err := tx.Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash) VALUES ($1, $2, $3)`,
-		ev.EventID, ev.Type, hashA); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash, lease_token, lease_until)
+		VALUES ($1, $2, $3, gen_random_uuid(), now() + interval '1 minute')`, ev.EventID, ev.Type, ev.PayloadHash()); err != nil {
 		t.Fatal(err)
 	}
 
-	var r recorder
-	got, err := worker.ProcessStatusEvent(ctx, ev, hashA, r.send)
-	if !errors.Is(err, jobboard.ErrEventBusy) || got != "" || r.count() != 0 {
-		t.Fatalf("claim behind a held lock = %q, %v, %d sends; want ErrEventBusy, not sent", got, err, r.count())
+	c, err := worker.ClaimEvent(ctx, ev, time.Minute)
+	if err != nil || c.Outcome != jobboard.OutcomeBusy {
+		t.Fatalf("claim behind a held lock = %+v, %v; want busy", c, err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
@@ -247,90 +319,79 @@ func TestProcessStatusEventLockTimeout(t *testing.T) {
 	}
 }
 
-// Two workers on separate pools claim the same event at the same moment:
-// the primary key lets exactly one of them send. The first holds its claim
-// open while sending, so the second really waits on the row lock.
-func TestProcessStatusEventConcurrentClaims(t *testing.T) {
+// Workers on separate pools claim the same event at the same moment, many
+// times over: exactly one owns it each time; the others are told it is busy.
+func TestClaimEventConcurrentClaims(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	app := mustApplication(t, w)
 	ctx := context.Background()
-	url := w.db.Pool().Config().ConnString()
-	other, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-
-	for range 20 {
-		ev := statusEvent(app.ID)
-		var sends recorder
-		outcomes := make(chan jobboard.EventOutcome, 2)
-		var wg sync.WaitGroup
-		for _, db := range []*postgres.DB{w.db, other} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				got, err := db.ProcessStatusEvent(ctx, ev, hashA, sends.send)
-				if err != nil {
-					t.Errorf("process: %v", err)
-				}
-				outcomes <- got
-			}()
+	dbs := []*postgres.DB{w.db}
+	for range 3 {
+		other, err := postgres.Open(ctx, w.db.Pool().Config().ConnString())
+		if err != nil {
+			t.Fatal(err)
 		}
+		defer other.Close()
+		dbs = append(dbs, other)
+	}
+
+	for range 30 {
+		ev := statusEvent(app.ID)
+		outcomes := make(chan jobboard.EventOutcome, len(dbs))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, db := range dbs {
+			wg.Go(func() {
+				<-start
+				c, err := db.ClaimEvent(ctx, ev, time.Minute)
+				if err != nil {
+					t.Errorf("claim: %v", err)
+				}
+				outcomes <- c.Outcome
+			})
+		}
+		close(start)
 		wg.Wait()
 		close(outcomes)
 		counts := map[jobboard.EventOutcome]int{}
 		for o := range outcomes {
 			counts[o]++
 		}
-		if sends.count() != 1 || counts[jobboard.OutcomeSent] != 1 || counts[jobboard.OutcomeDuplicate] != 1 {
-			t.Fatalf("sends = %d, outcomes = %v; want one sent, one duplicate", sends.count(), counts)
+		if counts[""] != 1 || counts[jobboard.OutcomeBusy] != len(dbs)-1 {
+			t.Fatalf("outcomes = %v, want one owner and %d busy", counts, len(dbs)-1)
 		}
 	}
 }
 
-// The second claimer of an event waits on the first one's row lock, then
-// finds its row (the first committed: a duplicate) or takes the id (the
-// first rolled back: it sends). The test holds the first worker inside its
-// send until the server shows the second one waiting on a lock.
-func TestProcessStatusEventSecondClaimerWaitsForFirst(t *testing.T) {
+// A second claimer meeting an uncommitted claim waits on the row lock, then
+// finds the claim (the first committed: busy) or takes the id (the first
+// rolled back). The test holds the first transaction open until the server
+// shows the second one waiting on a lock.
+func TestClaimEventSecondClaimerWaitsForFirst(t *testing.T) {
 	t.Parallel()
-	for _, firstFails := range []bool{false, true} {
+	for _, firstCommits := range []bool{true, false} {
 		w := newWorld(t)
 		app := mustApplication(t, w)
 		ctx := context.Background()
-		other, err := postgres.Open(ctx, w.db.Pool().Config().ConnString())
+		ev := statusEvent(app.ID)
+		tx, err := w.db.Pool().Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := statusEvent(app.ID)
-
-		inSend, release := make(chan struct{}), make(chan struct{})
-		type result struct {
-			outcome jobboard.EventOutcome
-			err     error
+		if _, err := tx.Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash, lease_token, lease_until)
+			VALUES ($1, $2, $3, gen_random_uuid(), now() + interval '1 minute')`, ev.EventID, ev.Type, ev.PayloadHash()); err != nil {
+			t.Fatal(err)
 		}
-		firstDone := make(chan result, 1)
-		down := errors.New("mail server down")
-		go func() {
-			o, err := w.db.ProcessStatusEvent(ctx, ev, hashA, func(context.Context, jobboard.ApplicationDetails) error {
-				close(inSend)
-				<-release
-				if firstFails {
-					return down
-				}
-				return nil
-			})
-			firstDone <- result{o, err}
-		}()
-		<-inSend
 
-		var second recorder
-		secondDone := make(chan result, 1)
+		type result struct {
+			claim jobboard.Claim
+			err   error
+		}
+		second := make(chan result, 1)
 		go func() {
-			o, err := other.ProcessStatusEvent(ctx, ev, hashA, second.send)
-			secondDone <- result{o, err}
+			c, err := w.db.ClaimEvent(ctx, ev, time.Minute)
+			second <- result{c, err}
 		}()
 		deadline := time.Now().Add(10 * time.Second)
 		for count(t, w.db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0 {
@@ -338,19 +399,55 @@ func TestProcessStatusEventSecondClaimerWaitsForFirst(t *testing.T) {
 				t.Fatal("the second claimer never waited on a lock")
 			}
 		}
-		close(release)
-		first, got := <-firstDone, <-secondDone
-		other.Close()
-
+		if firstCommits {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := <-second
 		switch {
-		case !firstFails && (first.err != nil || first.outcome != jobboard.OutcomeSent || got.err != nil ||
-			got.outcome != jobboard.OutcomeDuplicate || second.count() != 0):
-			t.Errorf("first commits: first %+v, second %+v with %d sends; want sent, duplicate", first, got, second.count())
-		case firstFails && (!errors.Is(first.err, down) || got.err != nil || got.outcome != jobboard.OutcomeSent || second.count() != 1):
-			t.Errorf("first rolls back: first %+v, second %+v with %d sends; want the second to send", first, got, second.count())
+		case got.err != nil:
+			t.Errorf("first commits %v: second claim: %v", firstCommits, got.err)
+		case firstCommits && got.claim.Outcome != jobboard.OutcomeBusy:
+			t.Errorf("first commits: second = %+v, want busy", got.claim)
+		case !firstCommits && (got.claim.Outcome != "" || got.claim.Application.ApplicationID != app.ID):
+			t.Errorf("first rolls back: second = %+v, want it to own the event", got.claim)
 		}
 		if cs := claims(t, w.db, ev.EventID); len(cs) != 1 {
 			t.Errorf("claims = %+v, want one", cs)
 		}
+	}
+}
+
+// One statement records the outcomes of several claims, and names those
+// whose lease is lost without touching them.
+func TestFinishClaimsInOneStatement(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	app := mustApplication(t, w)
+	var fs []jobboard.Finish
+	var evs []jobboard.Event
+	for range 4 {
+		ev := statusEvent(app.ID)
+		c := mustClaim(t, w.db, ev, "")
+		evs = append(evs, ev)
+		fs = append(fs, jobboard.Finish{EventID: ev.EventID, Token: c.Token, Outcome: jobboard.OutcomeSent, ProviderMessageID: "ses-" + ev.EventID})
+	}
+	fs[3].Outcome, fs[3].ProviderMessageID = jobboard.OutcomeRejected, ""
+	fs[2].Token = uuid.NewString() // somebody else's lease now
+	lost, err := w.db.FinishClaims(context.Background(), fs)
+	if err != nil || len(lost) != 1 || lost[0] != evs[2].EventID {
+		t.Fatalf("FinishClaims = %v, %v; want only %s lost", lost, err, evs[2].EventID)
+	}
+	for i, want := range []string{"sent", "sent", "", "rejected"} {
+		if got := oneClaim(t, w.db, evs[i].EventID); got.outcome != want {
+			t.Errorf("event %d: outcome %q, want %q", i, got.outcome, want)
+		}
+	}
+	if got := oneClaim(t, w.db, evs[0].EventID); got.sesMessageID != "ses-"+evs[0].EventID {
+		t.Errorf("message id = %q", got.sesMessageID)
 	}
 }

@@ -29,29 +29,32 @@ func (db *DB) MarkPublished(ctx context.Context, eventIDs []string) error {
 }
 
 // pendingOutboxSQL locks the oldest events that are still unpublished after
-// the grace period, in which the API's own relay normally publishes them.
-// SKIP LOCKED lets two sweepers run at once without publishing the same row
-// at the same time, and without waiting for each other. The partial index
+// the grace period, in which the API's own relay normally publishes them,
+// and not older than the age beyond which events are never published. SKIP
+// LOCKED lets two sweepers run at once without publishing the same row at
+// the same time, and without waiting for each other. The partial index
 // outbox_unpublished_idx serves it.
 const pendingOutboxSQL = `
 SELECT payload
 FROM outbox
-WHERE published_at IS NULL AND created_at < now() - make_interval(secs => $1)
+WHERE published_at IS NULL AND expired_at IS NULL
+	AND created_at < now() - make_interval(secs => $1)
+	AND created_at >= now() - make_interval(secs => $2)
 ORDER BY created_at
-LIMIT $2
+LIMIT $3
 FOR UPDATE SKIP LOCKED`
 
-// PublishPending locks up to limit events unpublished for at least olderThan,
-// passes them to publish inside the transaction, marks published the ids
-// that publish returns, and commits. It returns how many events it locked
-// and how many it marked. An error from publish rolls the transaction back
-// (nothing is marked) and is returned wrapped. Errors: database errors, a
-// payload that does not decode.
-func (db *DB) PublishPending(ctx context.Context, olderThan time.Duration, limit int,
+// PublishPending locks up to limit events unpublished for at least grace
+// and at most maxAge old, passes them to publish inside the transaction,
+// marks published the ids that publish returns, and commits. It returns how
+// many events it locked and how many it marked. An error from publish rolls
+// the transaction back (nothing is marked) and is returned wrapped. Errors:
+// database errors, a payload that does not decode.
+func (db *DB) PublishPending(ctx context.Context, grace, maxAge time.Duration, limit int,
 	publish func(ctx context.Context, events []jobboard.Event) (accepted []string, err error),
 ) (locked, published int, err error) {
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, pendingOutboxSQL, olderThan.Seconds(), limit)
+		rows, _ := tx.Query(ctx, pendingOutboxSQL, grace.Seconds(), maxAge.Seconds(), limit)
 		events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobboard.Event, error) {
 			var payload []byte
 			if err := row.Scan(&payload); err != nil {
@@ -89,6 +92,45 @@ func (db *DB) PublishPending(ctx context.Context, olderThan time.Duration, limit
 	return locked, published, nil
 }
 
+// expireUnpublishedSQL gives up on the events that stayed unpublished for
+// longer than they may be published. SKIP LOCKED leaves alone a row that a
+// sweeper is publishing at this moment.
+const expireUnpublishedSQL = `
+UPDATE outbox SET expired_at = now()
+WHERE event_id IN (
+	SELECT event_id FROM outbox
+	WHERE published_at IS NULL AND expired_at IS NULL AND created_at < now() - make_interval(secs => $1)
+	FOR UPDATE SKIP LOCKED)
+RETURNING event_id`
+
+// ExpireUnpublished marks the unpublished events older than olderThan as
+// expired, so that they are never published, and returns their ids.
+// Errors: database errors.
+func (db *DB) ExpireUnpublished(ctx context.Context, olderThan time.Duration) ([]string, error) {
+	rows, _ := db.pool.Query(ctx, expireUnpublishedSQL, olderThan.Seconds())
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("expire unpublished events: %w", err)
+	}
+	return ids, nil
+}
+
+// backlogSQL counts what has not reached the queue, through the partial
+// index outbox_unpublished_idx.
+const backlogSQL = `
+SELECT count(*), coalesce(now() - min(created_at), '0')
+FROM outbox WHERE published_at IS NULL AND expired_at IS NULL`
+
+// Backlog reports the unpublished, unexpired events. Errors: database
+// errors.
+func (db *DB) Backlog(ctx context.Context) (jobboard.OutboxBacklog, error) {
+	var b jobboard.OutboxBacklog
+	if err := db.pool.QueryRow(ctx, backlogSQL).Scan(&b.Count, &b.OldestAge); err != nil {
+		return jobboard.OutboxBacklog{}, fmt.Errorf("outbox backlog: %w", err)
+	}
+	return b, nil
+}
+
 // deleteProcessedEventsSQL deletes one batch of old claims. ctid = ANY
 // (ARRAY(...)) is answered with a TID scan, so each statement touches only
 // the rows it deletes and holds its locks for a moment.
@@ -110,23 +152,27 @@ func (db *DB) DeleteProcessedEvents(ctx context.Context, olderThan time.Duration
 	return n, nil
 }
 
-// deletePublishedOutboxSQL deletes one batch of outbox rows published long
-// ago, found through the partial index outbox_published_idx. Unpublished
-// rows are never deleted, however old.
-const deletePublishedOutboxSQL = `
+// deleteFinishedOutboxSQL deletes one batch of outbox rows published or
+// expired long ago, found through the partial indexes outbox_published_idx
+// and outbox_expired_idx. Unpublished rows are never deleted, however old.
+const deleteFinishedOutboxSQL = `
 DELETE FROM outbox
 WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM outbox
-	WHERE published_at IS NOT NULL AND published_at < now() - make_interval(secs => $1)
-	LIMIT $2))`
+	(SELECT ctid FROM outbox
+	 WHERE published_at IS NOT NULL AND published_at < now() - make_interval(secs => $1)
+	 LIMIT $2)
+	UNION ALL
+	(SELECT ctid FROM outbox
+	 WHERE expired_at IS NOT NULL AND expired_at < now() - make_interval(secs => $1)
+	 LIMIT $2)))`
 
-// DeletePublishedOutbox deletes outbox rows published more than olderThan
-// ago, batch rows per statement, and returns how many it deleted.
+// DeleteFinishedOutbox deletes outbox rows published or expired more than
+// olderThan ago, batch rows per statement, and returns how many it deleted.
 // Errors: database errors (with the count so far).
-func (db *DB) DeletePublishedOutbox(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
-	n, err := db.deleteInBatches(ctx, deletePublishedOutboxSQL, olderThan, batch)
+func (db *DB) DeleteFinishedOutbox(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
+	n, err := db.deleteInBatches(ctx, deleteFinishedOutboxSQL, olderThan, batch)
 	if err != nil {
-		return n, fmt.Errorf("delete published outbox rows: %w", err)
+		return n, fmt.Errorf("delete finished outbox rows: %w", err)
 	}
 	return n, nil
 }

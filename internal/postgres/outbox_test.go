@@ -71,6 +71,9 @@ func eventIDs(evs []jobboard.Event) []string {
 	return ids
 }
 
+// maxAge is the age beyond which the default retention never publishes.
+var maxAge = jobboard.MaxEventAge(jobboard.DefaultRetention)
+
 func TestMarkPublished(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -114,7 +117,7 @@ func TestPublishPending(t *testing.T) {
 	}
 
 	// Within the grace period the relay may still be at work: not touched.
-	locked, published, err := w.db.PublishPending(ctx, 30*time.Second, 10, publishAll)
+	locked, published, err := w.db.PublishPending(ctx, 30*time.Second, maxAge, 10, publishAll)
 	if err != nil || locked != 0 || published != 0 || len(got) != 0 {
 		t.Fatalf("fresh rows: locked %d, published %d, %v, publish saw %d; want nothing", locked, published, err, len(got))
 	}
@@ -122,7 +125,7 @@ func TestPublishPending(t *testing.T) {
 	ageOutbox(t, w, time.Minute)
 	// A failing publish marks nothing.
 	down := errors.New("queue down")
-	_, published, err = w.db.PublishPending(ctx, 30*time.Second, 10,
+	_, published, err = w.db.PublishPending(ctx, 30*time.Second, maxAge, 10,
 		func(context.Context, []jobboard.Event) ([]string, error) { return nil, down })
 	if !errors.Is(err, down) || published != 0 {
 		t.Fatalf("failing publish: published %d, %v; want the error", published, err)
@@ -132,7 +135,7 @@ func TestPublishPending(t *testing.T) {
 	}
 
 	// The queue takes only some: only those are marked.
-	locked, published, err = w.db.PublishPending(ctx, 30*time.Second, 2,
+	locked, published, err = w.db.PublishPending(ctx, 30*time.Second, maxAge, 2,
 		func(_ context.Context, batch []jobboard.Event) ([]string, error) {
 			got = append(got, batch...)
 			return []string{batch[1].EventID}, nil
@@ -149,7 +152,7 @@ func TestPublishPending(t *testing.T) {
 	}
 
 	got = nil
-	locked, published, err = w.db.PublishPending(ctx, 30*time.Second, 10, publishAll)
+	locked, published, err = w.db.PublishPending(ctx, 30*time.Second, maxAge, 10, publishAll)
 	if err != nil || locked != 2 || published != 2 || len(unpublished(t, w)) != 0 {
 		t.Fatalf("rest: locked %d, published %d, %v, unpublished %v", locked, published, err, unpublished(t, w))
 	}
@@ -170,7 +173,7 @@ func TestPublishPendingSkipsLockedRows(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, _, err := w.db.PublishPending(ctx, 30*time.Second, 2,
+		_, _, err := w.db.PublishPending(ctx, 30*time.Second, maxAge, 2,
 			func(_ context.Context, batch []jobboard.Event) ([]string, error) {
 				holding <- eventIDs(batch)
 				<-release
@@ -183,7 +186,7 @@ func TestPublishPendingSkipsLockedRows(t *testing.T) {
 	first := <-holding
 
 	var second []string
-	locked, _, err := w.db.PublishPending(ctx, 30*time.Second, 10,
+	locked, _, err := w.db.PublishPending(ctx, 30*time.Second, maxAge, 10,
 		func(_ context.Context, batch []jobboard.Event) ([]string, error) {
 			second = eventIDs(batch)
 			return second, nil
@@ -209,16 +212,18 @@ func TestRetentionDeletesOnlyOldRows(t *testing.T) {
 	ctx := context.Background()
 	const retention = 14 * 24 * time.Hour
 
-	// Claims: 5 older than the retention, 2 younger.
+	// Claims: 5 older than the retention, 2 younger; finished or not.
 	for i, age := range []string{"15 days", "20 days", "30 days", "15 days", "14 days 1 hour", "13 days", "1 minute"} {
-		if _, err := w.db.Pool().Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash, processed_at)
-			VALUES ($1, 'application.status_changed', '\x00', now() - $2::interval)`, "ev-"+string(rune('a'+i)), age); err != nil {
+		if _, err := w.db.Pool().Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash, processed_at, outcome, lease_token, lease_until)
+			VALUES ($1, 'application.status_changed', '\x00', now() - $2::interval, CASE WHEN $3 THEN 'sent' END, gen_random_uuid(), now())`,
+			"ev-"+string(rune('a'+i)), age, i%2 == 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Outbox: published long ago (deleted), published recently (kept),
-	// never published however old (kept: the sweeper still owes it).
-	evs := mustStatusEvents(t, w, 3)
+	// Outbox: published long ago (deleted), expired long ago (deleted),
+	// published recently (kept), never published however old (kept: the
+	// sweeper still owes it an expiry).
+	evs := mustStatusEvents(t, w, 4)
 	if err := w.db.MarkPublished(ctx, eventIDs(evs[:2])); err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +232,10 @@ func TestRetentionDeletesOnlyOldRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := w.db.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '30 days' WHERE event_id = $1`, evs[2].EventID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.db.Pool().Exec(ctx, `UPDATE outbox SET expired_at = now() - interval '15 days', created_at = now() - interval '45 days'
+		WHERE event_id = $1`, evs[3].EventID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -238,12 +247,12 @@ func TestRetentionDeletesOnlyOldRows(t *testing.T) {
 	if left := count(t, w.db, `SELECT count(*) FROM processed_events`); left != 2 {
 		t.Fatalf("claims left = %d, want 2", left)
 	}
-	n, err = w.db.DeletePublishedOutbox(ctx, retention, 2)
-	if err != nil || n != 1 {
-		t.Fatalf("deleted %d outbox rows, %v; want 1", n, err)
+	n, err = w.db.DeleteFinishedOutbox(ctx, retention, 2)
+	if err != nil || n != 2 {
+		t.Fatalf("deleted %d outbox rows, %v; want 2", n, err)
 	}
-	if left := count(t, w.db, `SELECT count(*) FROM outbox WHERE event_id = $1`, evs[0].EventID); left != 0 {
-		t.Errorf("the old published row is still there")
+	if left := count(t, w.db, `SELECT count(*) FROM outbox WHERE event_id = ANY($1::uuid[])`, []string{evs[0].EventID, evs[3].EventID}); left != 0 {
+		t.Errorf("the old published or expired rows are still there")
 	}
 	if left := count(t, w.db, `SELECT count(*) FROM outbox`); left != 2 {
 		t.Errorf("outbox rows left = %d, want 2", left)
@@ -251,5 +260,53 @@ func TestRetentionDeletesOnlyOldRows(t *testing.T) {
 	// Nothing more to delete: a second run is a no-op.
 	if n, err := w.db.DeleteProcessedEvents(ctx, retention, 2); err != nil || n != 0 {
 		t.Errorf("second run deleted %d, %v", n, err)
+	}
+}
+
+// An event that stayed unpublished for longer than it may be published is
+// never published: the sweeper expires it instead, once, and only it.
+func TestTooOldEventsAreExpiredNotPublished(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	evs := mustStatusEvents(t, w, 3)
+	// evs[0] just too old, evs[1] just young enough, evs[2] fresh.
+	for i, age := range []time.Duration{maxAge + time.Minute, maxAge - time.Minute, time.Minute} {
+		if _, err := w.db.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - make_interval(secs => $2) WHERE event_id = $1`,
+			evs[i].EventID, age.Seconds()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	b, err := w.db.Backlog(ctx)
+	if err != nil || b.Count != 3 || b.OldestAge < maxAge || b.OldestAge > maxAge+time.Hour {
+		t.Fatalf("backlog = %+v, %v; want 3, the oldest just over %v", b, err, maxAge)
+	}
+	var published []string
+	_, _, err = w.db.PublishPending(ctx, 30*time.Second, maxAge, 10, func(_ context.Context, batch []jobboard.Event) ([]string, error) {
+		published = append(published, eventIDs(batch)...)
+		return eventIDs(batch), nil
+	})
+	if err != nil || !slices.Equal(published, []string{evs[1].EventID, evs[2].EventID}) {
+		t.Fatalf("published %v, %v; want the two young enough, never the old one", published, err)
+	}
+
+	expired, err := w.db.ExpireUnpublished(ctx, maxAge)
+	if err != nil || !slices.Equal(expired, []string{evs[0].EventID}) {
+		t.Fatalf("expired %v, %v; want only %s", expired, err, evs[0].EventID)
+	}
+	if again, err := w.db.ExpireUnpublished(ctx, maxAge); err != nil || len(again) != 0 {
+		t.Fatalf("second expiry = %v, %v; want nothing", again, err)
+	}
+	if b, err := w.db.Backlog(ctx); err != nil || b.Count != 0 || b.OldestAge != 0 {
+		t.Fatalf("backlog after = %+v, %v; want empty", b, err)
+	}
+	// An expired row stays out of later sweeps, even with a longer age.
+	locked, _, err := w.db.PublishPending(ctx, 0, 100*24*time.Hour, 10, func(context.Context, []jobboard.Event) ([]string, error) {
+		t.Error("an expired event was offered for publishing")
+		return nil, nil
+	})
+	if err != nil || locked != 0 {
+		t.Fatalf("later sweep locked %d, %v", locked, err)
 	}
 }

@@ -1,13 +1,19 @@
 // Package worker is the status-email worker: the handler that the SQS event
-// source mapping invokes with a batch of status events. For each record, in
-// one database transaction, it claims the event id, loads the application
-// and emails the candidate; a normal return commits, an error rolls the
-// claim back. Only the records that failed are reported back, so SQS
-// redelivers them and deletes the rest.
+// source mapping invokes with a batch of events. Each record is handled in
+// three steps, none of which holds a transaction across the email:
 //
-// What happens in each case is the outcome table of DESIGN.md; the tests of
-// this package act it out against PostgreSQL and the local stand-ins for
-// SQS and SES.
+//  1. claim the event id with a lease, and load the application (one short
+//     statement);
+//  2. send the email, with no transaction open and no connection held;
+//  3. record the outcome, guarded by the lease token (one short statement),
+//     or release the claim if the email did not leave, so a retry can send.
+//
+// Records of a batch run concurrently, those of one application in order.
+// Only the records that failed are reported back, each with a backoff that
+// suits its failure, so SQS redelivers them and deletes the rest.
+//
+// docs/design.md has the outcome table; the tests of this package act it
+// out against PostgreSQL and the local stand-ins for SQS and SES.
 package worker
 
 import (
@@ -16,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -23,15 +30,24 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
-// Defaults for Config's margins.
+// Defaults of Config.
 const (
+	// DefaultConcurrency is the batch size of the event source mapping: a
+	// whole batch at once.
+	DefaultConcurrency = 10
 	// DefaultStartMargin: a record is not started with less time than this
-	// left before the Lambda deadline. It covers one claim, one send and a
-	// commit.
+	// left before the Lambda deadline. It covers a claim, a send and a mark.
 	DefaultStartMargin = 5 * time.Second
-	// DefaultSendMargin: the email send must give up this long before the
-	// deadline, leaving time to roll back and report the failure.
+	// DefaultSendMargin: the email send gives up this long before the
+	// deadline, leaving time to record or release the claim.
 	DefaultSendMargin = 2 * time.Second
+	// DefaultLeaseMargin is how long a lease outlives the invocation that
+	// took it: the clock difference between this function and the database
+	// it may cover. Only then can another worker take the event over.
+	DefaultLeaseMargin = 10 * time.Second
+	// DefaultTimeout is the deadline of an invocation whose context has
+	// none (tests, tools): the worker's Timeout in template.yaml.
+	DefaultTimeout = 30 * time.Second
 )
 
 // returnMargin is kept free at the end of an invocation for the database to
@@ -44,265 +60,280 @@ type Config struct {
 	Store jobboard.EventStore
 	// Mailer sends the status emails (mail.Sender).
 	Mailer jobboard.Mailer
+	// Redelivery, if set, gives failed records their backoff
+	// (queue.Redeliverer); otherwise they wait for the visibility timeout.
+	Redelivery jobboard.Redeliverer
+	// Concurrency bounds the records handled at once; zero means
+	// DefaultConcurrency.
+	Concurrency int
+	// Retention is how long claims are kept (see jobboard.Expired); zero
+	// means jobboard.DefaultRetention.
+	Retention time.Duration
 	// Logger receives one JSON line per record. Default: discard.
 	Logger *slog.Logger
 	// Metrics receives one CloudWatch Embedded Metric Format line per batch;
 	// in Lambda it is stdout, like the logs. Default: discard.
 	Metrics io.Writer
-	// StartMargin and SendMargin bound the work against the Lambda deadline;
-	// zero means DefaultStartMargin and DefaultSendMargin.
+	// StartMargin, SendMargin and LeaseMargin bound the work against the
+	// Lambda deadline; zero means their defaults.
 	StartMargin time.Duration
 	SendMargin  time.Duration
-	// Now is the clock the deadline is compared with. Default: time.Now.
+	LeaseMargin time.Duration
+	// Now is the clock the deadline and event ages are compared with.
+	// Default: time.Now.
 	Now func() time.Time
+	// Jitter returns a number in [0, 1) that spreads backoffs apart.
+	// Default: math/rand/v2's Float64.
+	Jitter func() float64
 }
 
-// Handler handles batches of status events. It is safe for concurrent use.
+// Handler handles batches of events. It is safe for concurrent use.
 type Handler struct {
-	store       jobboard.EventStore
-	mailer      jobboard.Mailer
-	log         *slog.Logger
-	metrics     io.Writer
-	startMargin time.Duration
-	sendMargin  time.Duration
-	now         func() time.Time
+	c Config
 }
 
 // New returns a Handler. It returns an error when a required dependency is
-// missing or the margins are inconsistent.
+// missing or a setting is out of range.
 func New(c Config) (*Handler, error) {
 	if c.Store == nil || c.Mailer == nil {
 		return nil, errors.New("worker: Store and Mailer are required")
 	}
-	h := &Handler{
-		store: c.Store, mailer: c.Mailer,
-		log: c.Logger, metrics: c.Metrics,
-		startMargin: c.StartMargin, sendMargin: c.SendMargin, now: c.Now,
+	defaults := []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&c.StartMargin, DefaultStartMargin},
+		{&c.SendMargin, DefaultSendMargin},
+		{&c.LeaseMargin, DefaultLeaseMargin},
+		{&c.Retention, jobboard.DefaultRetention},
 	}
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
+	for _, d := range defaults {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
 	}
-	if h.metrics == nil {
-		h.metrics = io.Discard
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
 	}
-	if h.startMargin == 0 {
-		h.startMargin = DefaultStartMargin
+	switch {
+	case c.Concurrency < 0:
+		return nil, fmt.Errorf("worker: concurrency %d must be positive", c.Concurrency)
+	case c.SendMargin >= c.StartMargin:
+		return nil, fmt.Errorf("worker: send margin %v must be shorter than start margin %v", c.SendMargin, c.StartMargin)
 	}
-	if h.sendMargin == 0 {
-		h.sendMargin = DefaultSendMargin
+	if err := jobboard.CheckRetention(c.Retention); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
 	}
-	if h.sendMargin >= h.startMargin {
-		return nil, fmt.Errorf("worker: send margin %v must be shorter than start margin %v", h.sendMargin, h.startMargin)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if h.now == nil {
-		h.now = time.Now
+	if c.Metrics == nil {
+		c.Metrics = io.Discard
 	}
-	return h, nil
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Jitter == nil {
+		c.Jitter = defaultJitter
+	}
+	return &Handler{c: c}, nil
 }
 
-// Outcomes of a record beyond the store's jobboard.EventOutcome values, as
-// they appear in the "outcome" field of the logs.
-const (
-	outcomeMalformed  = "malformed"
-	outcomeSendFailed = "send_failed"
-	outcomeThrottled  = "throttled"
-	outcomeBusy       = "busy"
-	outcomeStoreError = "store_error"
-	outcomeNotStarted = "not_started"
-)
-
 // Handle processes a batch and reports the records that failed, which SQS
-// will deliver again. Records run one after another, in order, so the same
-// event twice in one batch is claimed by the first and skipped by the second.
+// will deliver again (after the backoff it gives them, if Redelivery is
+// set). Records run concurrently, up to Concurrency at once; the records
+// of one application run in order, one after the other, and a failed one
+// holds back the rest of its application's records, so that emails about
+// one application are not sent out of order. The same event twice in one
+// batch is claimed by the first record and skipped by the second.
 //
 // It returns an error, failing the whole batch, only when not one record
 // reached the database because the database failed (it is unreachable, for
 // instance): that is an outage, not a bad record.
 func (h *Handler) Handle(ctx context.Context, batch events.SQSEvent) (events.SQSEventResponse, error) {
-	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	var (
-		m          metrics
-		stop       string // why the rest of the batch is not started, once set
-		answered   int    // records the database gave an answer about
-		storeError error  // the first failure of the database itself
-	)
-	defer func() { m.write(h.metrics, h.now()) }()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	recs := make([]record, len(batch.Records))
+	for i, m := range batch.Records {
+		recs[i] = record{msg: m}
+		recs[i].ev, recs[i].decodeErr = jobboard.DecodeEvent([]byte(m.Body))
+	}
 
-	for _, rec := range batch.Records {
-		if stop == "" {
-			stop = h.tooLate(ctx)
-		}
-		if stop != "" {
-			ev, _ := jobboard.DecodeEvent([]byte(rec.Body)) // for the log line's ids only
-			h.logRecord(ctx, slog.LevelWarn, "record not started: "+stop, rec.MessageId, ev, outcomeNotStarted)
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
-			continue
-		}
-		r := h.process(ctx, rec, &m)
-		if r.failed {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
-		}
-		if r.answered {
+	b := &run{h: h, marker: newMarker(h.c.Store)}
+	var wg sync.WaitGroup
+	groups := make(chan []int)
+	for range min(h.c.Concurrency, len(recs)) {
+		wg.Go(func() {
+			for g := range groups {
+				b.handleGroup(ctx, recs, g)
+			}
+		})
+	}
+	for _, g := range groupByApplication(recs) {
+		groups <- g
+	}
+	close(groups)
+	wg.Wait()
+	b.marker.close()
+
+	var (
+		answered   int
+		storeError error
+	)
+	for _, r := range recs {
+		if r.res.answered {
 			answered++
 		}
-		if r.storeErr != nil && storeError == nil {
-			storeError = r.storeErr
-		}
-		if r.stopBatch != "" {
-			stop = r.stopBatch
+		if r.res.storeErr != nil && storeError == nil {
+			storeError = r.res.storeErr
 		}
 	}
+	writeMetrics(h.c.Metrics, h.c.Now(), recs)
 	if answered == 0 && storeError != nil {
 		return events.SQSEventResponse{}, fmt.Errorf("no record of the batch could be processed: %w", storeError)
 	}
+
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	var later []jobboard.Redelivery
+	for _, r := range recs {
+		if !r.res.failed {
+			continue
+		}
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.msg.MessageId})
+		later = append(later, jobboard.Redelivery{
+			MessageID: r.msg.MessageId, ReceiptHandle: r.msg.ReceiptHandle,
+			After: backoff(r.res.retry, receiveCount(r.msg), r.res.busyFor, h.c.Jitter),
+		})
+	}
+	h.redeliver(ctx, later)
 	return resp, nil
 }
 
-// tooLate says why no new record should start, or "".
-func (h *Handler) tooLate(ctx context.Context) string {
-	if err := ctx.Err(); err != nil {
-		return "invocation cancelled"
-	}
-	if deadline, ok := ctx.Deadline(); ok && deadline.Sub(h.now()) < h.startMargin {
-		return "the Lambda deadline is near"
-	}
-	return ""
+// record is one message of the batch, decoded, and what became of it.
+type record struct {
+	msg       events.SQSMessage
+	ev        jobboard.Event
+	decodeErr error
+	res       result
 }
 
 // result is what became of one record.
 type result struct {
-	failed    bool   // report it in batchItemFailures
-	answered  bool   // the database answered (even if the record failed)
-	storeErr  error  // the database itself failed
-	stopBatch string // do not start the rest of the batch, and why
+	outcome  string     // as logged
+	failed   bool       // report it in batchItemFailures
+	retry    retryClass // the backoff of a failed record
+	busyFor  time.Duration
+	answered bool   // the database answered (even if the record failed)
+	storeErr error  // the database itself failed
+	stop     string // do not start the rest of the batch, and why
 }
 
-// process handles one record and logs one line about it.
-func (h *Handler) process(ctx context.Context, rec events.SQSMessage, m *metrics) result {
-	ev, err := jobboard.DecodeEvent([]byte(rec.Body))
-	if err == nil && ev.Type != jobboard.EventTypeStatusChanged {
-		err = fmt.Errorf("unknown event type %q", ev.Type)
-	}
-	if err != nil {
-		m.malformed++
-		h.logRecord(ctx, slog.LevelError, "malformed message; it will reach the dead-letter queue", rec.MessageId, ev, outcomeMalformed,
-			slog.String("error", err.Error()))
-		return result{failed: true}
-	}
+// run is the state of one Handle call that its goroutines share.
+type run struct {
+	h      *Handler
+	marker *marker
 
-	dbCtx, sendCtx, cancel := h.contexts(ctx)
+	mu        sync.Mutex
+	stop      string     // why no new record starts, once set
+	stopRetry retryClass // the backoff of the records not started for it
+}
+
+// handleGroup handles the records of one application in order. After a
+// failure the rest of the group is not started.
+func (b *run) handleGroup(ctx context.Context, recs []record, group []int) {
+	var heldBack *result
+	for _, i := range group {
+		r := &recs[i]
+		switch reason, retry := b.stopped(ctx); {
+		case reason != "":
+			r.res = b.h.notStarted(ctx, r, reason, retry)
+		case heldBack != nil:
+			r.res = b.h.notStarted(ctx, r, "an earlier status event of the same application failed", heldBack.retry)
+		default:
+			r.res = b.h.process(ctx, b.marker, r.msg, r.ev, r.decodeErr)
+			if r.res.stop != "" {
+				b.stopAll(r.res.stop, r.res.retry)
+			}
+		}
+		if r.res.failed && heldBack == nil {
+			heldBack = &r.res
+		}
+	}
+}
+
+// stopped says why no new record should start, or "".
+func (b *run) stopped(ctx context.Context) (string, retryClass) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stop != "" {
+		return b.stop, b.stopRetry
+	}
+	if ctx.Err() != nil {
+		return "invocation cancelled", retrySoon
+	}
+	if deadline, ok := ctx.Deadline(); ok && deadline.Sub(b.h.c.Now()) < b.h.c.StartMargin {
+		return "the Lambda deadline is near", retrySoon
+	}
+	return "", retrySoon
+}
+
+func (b *run) stopAll(reason string, retry retryClass) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stop == "" {
+		b.stop, b.stopRetry = reason, retry
+	}
+}
+
+func (h *Handler) notStarted(ctx context.Context, r *record, reason string, retry retryClass) result {
+	h.logRecord(ctx, slog.LevelWarn, "record not started: "+reason, r.msg.MessageId, r.ev, outcomeNotStarted, "")
+	return result{outcome: outcomeNotStarted, failed: true, retry: retry}
+}
+
+// groupByApplication returns the indexes of the records, grouped so that
+// the records about one application form one group, in batch order. A
+// record that is not about an application is a group of its own.
+func groupByApplication(recs []record) [][]int {
+	var groups [][]int
+	byApp := map[int64]int{}
+	for i, r := range recs {
+		if r.decodeErr != nil || r.ev.ApplicationID == 0 {
+			groups = append(groups, []int{i})
+			continue
+		}
+		if g, ok := byApp[r.ev.ApplicationID]; ok {
+			groups[g] = append(groups[g], i)
+			continue
+		}
+		byApp[r.ev.ApplicationID] = len(groups)
+		groups = append(groups, []int{i})
+	}
+	return groups
+}
+
+// redeliver asks the queue for the backoffs, in the time left. A failure
+// costs only time: those records come back after the visibility timeout.
+func (h *Handler) redeliver(ctx context.Context, rs []jobboard.Redelivery) {
+	if h.c.Redelivery == nil || len(rs) == 0 {
+		return
+	}
+	ctx, cancel := withEarlierDeadline(context.WithoutCancel(ctx), ctx, returnMargin)
 	defer cancel()
-	var (
-		providerID string
-		sendErr    error
-	)
-	outcome, err := h.store.ProcessStatusEvent(dbCtx, ev, ev.PayloadHash(), func(_ context.Context, d jobboard.ApplicationDetails) error {
-		providerID, sendErr = h.mailer.SendStatusEmail(sendCtx, statusEmail(ev, d))
-		return sendErr
-	})
-
-	switch {
-	case err == nil:
-		return h.done(ctx, rec, ev, outcome, providerID, sendErr, m)
-	case sendErr != nil && errors.Is(err, sendErr):
-		m.sendFailures++
-		if errors.Is(sendErr, jobboard.ErrMailThrottled) {
-			h.logRecord(ctx, slog.LevelWarn, "mail service throttled; claim rolled back, the rest of the batch is not started",
-				rec.MessageId, ev, outcomeThrottled, slog.String("error", sendErr.Error()))
-			return result{failed: true, answered: true, stopBatch: "the mail service throttled an earlier record"}
-		}
-		h.logRecord(ctx, slog.LevelWarn, "send failed; claim rolled back, will retry", rec.MessageId, ev, outcomeSendFailed,
-			slog.String("error", sendErr.Error()))
-		return result{failed: true, answered: true}
-	case errors.Is(err, jobboard.ErrEventBusy):
-		h.logRecord(ctx, slog.LevelWarn, "another worker holds the claim; will retry", rec.MessageId, ev, outcomeBusy,
-			slog.String("error", err.Error()))
-		return result{failed: true, answered: true}
-	default:
-		msg := "database failed; claim rolled back, will retry"
-		if providerID != "" {
-			// The one window the design cannot close: the email left, the
-			// claim did not commit, so a redelivery sends it again.
-			msg = "email sent but the claim did not commit; a redelivery will send it again"
-		}
-		h.logRecord(ctx, slog.LevelError, msg, rec.MessageId, ev, outcomeStoreError,
-			slog.String("error", err.Error()), slog.String("ses_message_id", providerID))
-		// The next records would most likely meet the same failure, each
-		// after its own connect timeout: leave them for redelivery.
-		return result{failed: true, storeErr: err, stopBatch: "the database failed on an earlier record"}
+	if err := h.c.Redelivery.Redeliver(ctx, rs); err != nil {
+		h.c.Logger.LogAttrs(ctx, slog.LevelWarn, "could not schedule the retries; they wait for the visibility timeout",
+			slog.Int("records", len(rs)), slog.String("error", err.Error()))
 	}
 }
 
-// done logs and counts a record whose transaction committed.
-func (h *Handler) done(ctx context.Context, rec events.SQSMessage, ev jobboard.Event,
-	outcome jobboard.EventOutcome, providerID string, sendErr error, m *metrics,
-) result {
-	o := string(outcome)
-	switch outcome {
-	case jobboard.OutcomeSent:
-		m.sent++
-		h.logRecord(ctx, slog.LevelInfo, "status email sent", rec.MessageId, ev, o, slog.String("ses_message_id", providerID))
-	case jobboard.OutcomeDuplicate:
-		// Expected with at-least-once delivery: INFO, not a warning.
-		m.duplicates++
-		h.logRecord(ctx, slog.LevelInfo, "event already processed; duplicate skipped", rec.MessageId, ev, o)
-	case jobboard.OutcomePayloadMismatch:
-		m.duplicates++
-		h.logRecord(ctx, slog.LevelError, "same event_id, different payload; not emailed", rec.MessageId, ev, o)
-	case jobboard.OutcomeApplicationMissing:
-		h.logRecord(ctx, slog.LevelWarn, "application no longer exists; skipped", rec.MessageId, ev, o)
-	case jobboard.OutcomeRejected:
-		m.sendFailures++
-		attrs := []slog.Attr{}
-		if sendErr != nil {
-			attrs = append(attrs, slog.String("error", sendErr.Error()))
-		}
-		h.logRecord(ctx, slog.LevelWarn, "mail service rejected the email permanently; not retried", rec.MessageId, ev, o, attrs...)
-	default:
-		h.logRecord(ctx, slog.LevelInfo, "event processed", rec.MessageId, ev, o)
-	}
-	return result{answered: true}
-}
-
-// contexts returns the context of the database work, which must end in
-// time to return the response, and the context of the send, which must end
-// in time to roll back as well.
-func (h *Handler) contexts(ctx context.Context) (dbCtx, sendCtx context.Context, cancel func()) {
-	deadline, ok := ctx.Deadline()
+// withEarlierDeadline returns ctx bounded by the deadline of from, less
+// margin.
+func withEarlierDeadline(ctx, from context.Context, margin time.Duration) (context.Context, context.CancelFunc) {
+	deadline, ok := from.Deadline()
 	if !ok {
-		return ctx, ctx, func() {}
+		return context.WithCancel(ctx)
 	}
-	dbCtx, cancelDB := context.WithDeadline(ctx, deadline.Add(-returnMargin))
-	sendCtx, cancelSend := context.WithDeadline(dbCtx, deadline.Add(-h.sendMargin))
-	return dbCtx, sendCtx, func() { cancelSend(); cancelDB() }
-}
-
-// statusEmail is what the candidate is told: the event's change, about the
-// application as it is now.
-func statusEmail(ev jobboard.Event, d jobboard.ApplicationDetails) jobboard.StatusEmail {
-	return jobboard.StatusEmail{
-		EventID:       ev.EventID,
-		To:            d.CandidateEmail,
-		CandidateName: d.CandidateName,
-		JobTitle:      d.JobTitle,
-		CompanyName:   d.CompanyName,
-		ApplicationID: d.ApplicationID,
-		OldStatus:     ev.OldStatus,
-		NewStatus:     ev.NewStatus,
-	}
-}
-
-// logRecord writes the one line about a record. Every line carries the same
-// four fields, empty when unknown (a malformed message has no event id), so
-// that a query over the logs can rely on them.
-func (h *Handler) logRecord(ctx context.Context, level slog.Level, msg, messageID string,
-	ev jobboard.Event, outcome string, extra ...slog.Attr,
-) {
-	attrs := append([]slog.Attr{
-		slog.String("event_id", ev.EventID),
-		slog.String("message_id", messageID),
-		slog.Int64("application_id", ev.ApplicationID),
-		slog.String("outcome", outcome),
-	}, extra...)
-	h.log.LogAttrs(ctx, level, msg, attrs...)
+	return context.WithDeadline(ctx, deadline.Add(-margin))
 }

@@ -108,15 +108,17 @@ func OpenWorkerDB(tb testing.TB, url string) *postgres.DB {
 	return db
 }
 
-// Handler returns a worker handler over the Env's database (or store, if
-// given) that sends through m and logs to e.Logs.
+// Handler returns a worker handler over the Env's database that sends
+// through m, gives failed records their backoff on the Env's queue, and
+// logs (at DEBUG) to e.Logs; adjust changes the configuration.
 func (e *Env) Handler(tb testing.TB, m jobboard.Mailer, adjust ...func(*worker.Config)) *worker.Handler {
 	tb.Helper()
 	c := worker.Config{
-		Store:   e.DB,
-		Mailer:  m,
-		Logger:  slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Metrics: e.Logs,
+		Store:      e.DB,
+		Mailer:     m,
+		Redelivery: queue.NewRedeliverer(e.SQS, e.QueueURL),
+		Logger:     slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics:    e.Logs,
 	}
 	for _, f := range adjust {
 		f(&c)
@@ -300,14 +302,16 @@ func (e *Env) EmailsTo(tb testing.TB, to string) []localaws.Email {
 // Claim is a processed_events row.
 type Claim struct {
 	EventID string
-	Outcome string
+	// Outcome is "" while the claim is unfinished.
+	Outcome  string
+	Attempts int
 }
 
 // Claims returns the claim rows of an event id (zero or one).
 func (e *Env) Claims(tb testing.TB, eventID string) []Claim {
 	tb.Helper()
 	rows, err := e.DB.Pool().Query(context.Background(),
-		`SELECT event_id, outcome FROM processed_events WHERE event_id = $1`, eventID)
+		`SELECT event_id, coalesce(outcome, ''), attempts FROM processed_events WHERE event_id = $1`, eventID)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -315,7 +319,7 @@ func (e *Env) Claims(tb testing.TB, eventID string) []Claim {
 	var cs []Claim
 	for rows.Next() {
 		var c Claim
-		if err := rows.Scan(&c.EventID, &c.Outcome); err != nil {
+		if err := rows.Scan(&c.EventID, &c.Outcome, &c.Attempts); err != nil {
 			tb.Fatal(err)
 		}
 		cs = append(cs, c)
@@ -416,12 +420,25 @@ func (b *LogBuffer) Lines(tb testing.TB) []map[string]any {
 	return lines
 }
 
-// Records returns the log lines about records (those with an outcome).
+// Records returns the one final log line of each record handled (those
+// with an outcome other than the DEBUG "claimed").
 func (b *LogBuffer) Records(tb testing.TB) []map[string]any {
 	tb.Helper()
 	var out []map[string]any
 	for _, l := range b.Lines(tb) {
-		if _, ok := l["outcome"]; ok {
+		if o, ok := l["outcome"]; ok && o != "claimed" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Claimed returns the DEBUG lines written when a record's claim was taken.
+func (b *LogBuffer) Claimed(tb testing.TB) []map[string]any {
+	tb.Helper()
+	var out []map[string]any
+	for _, l := range b.Lines(tb) {
+		if l["outcome"] == "claimed" {
 			out = append(out, l)
 		}
 	}

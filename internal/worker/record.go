@@ -1,0 +1,236 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+)
+
+// Outcomes of a record beyond the claim's jobboard.EventOutcome values, as
+// they appear in the "outcome" field of the logs.
+const (
+	outcomeClaimed    = "claimed" // DEBUG: step one done, the send is next
+	outcomeMalformed  = "malformed"
+	outcomeExpired    = "expired"
+	outcomeSendFailed = "send_failed"
+	outcomeAmbiguous  = "ambiguous_send"
+	outcomeThrottled  = "throttled"
+	outcomePaused     = "paused"
+	outcomeNotStarted = "not_started"
+	outcomeStoreError = "store_error"
+	outcomeLeaseLost  = "lease_lost"
+	outcomeMarkFailed = "mark_failed"
+)
+
+// process handles one record and logs one line about it (two at DEBUG).
+func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage, ev jobboard.Event, decodeErr error) result {
+	if decodeErr == nil && ev.Type != jobboard.EventTypeStatusChanged {
+		decodeErr = fmt.Errorf("no handler for event type %q", ev.Type)
+	}
+	if decodeErr != nil {
+		h.logRecord(ctx, slog.LevelError, "malformed message; it goes to the dead-letter queue", msg.MessageId, ev, outcomeMalformed, "",
+			slog.String("error", decodeErr.Error()))
+		return result{outcome: outcomeMalformed, failed: true, retry: retryNow}
+	}
+	if ev.Expired(h.c.Now(), h.c.Retention) {
+		// Its claim may be gone already, so a send could be a second email.
+		h.logRecord(ctx, slog.LevelError, "event older than the claim retention allows; never emailed", msg.MessageId, ev, outcomeExpired, "",
+			slog.Time("occurred_at", ev.OccurredAt), slog.Duration("max_age", jobboard.MaxEventAge(h.c.Retention)))
+		return result{outcome: outcomeExpired}
+	}
+
+	dbCtx, sendCtx, lease, cancel := h.contexts(ctx)
+	defer cancel()
+
+	claim, err := h.c.Store.ClaimEvent(dbCtx, ev, lease)
+	if err != nil {
+		h.logRecord(ctx, slog.LevelError, "database failed; nothing claimed, will retry", msg.MessageId, ev, outcomeStoreError, "",
+			slog.String("error", err.Error()))
+		// The next records would most likely meet the same failure, each
+		// after its own connect timeout: leave them for redelivery.
+		return result{outcome: outcomeStoreError, failed: true, retry: retrySoon, storeErr: err,
+			stop: "the database failed on an earlier record"}
+	}
+	if claim.Outcome != "" {
+		return h.notOwned(ctx, msg, ev, claim)
+	}
+	h.logRecord(ctx, slog.LevelDebug, "claimed", msg.MessageId, ev, outcomeClaimed, claim.Token,
+		slog.Int("attempts", claim.Attempts), slog.Duration("lease", lease))
+
+	providerID, err := h.c.Mailer.SendStatusEmail(sendCtx, statusEmail(ev, claim.Application))
+	if err != nil {
+		return h.sendFailed(ctx, dbCtx, m, msg, ev, claim, err)
+	}
+	return h.sent(ctx, dbCtx, m, msg, ev, claim, providerID)
+}
+
+// notOwned logs and returns a claim that leaves nothing to send.
+func (h *Handler) notOwned(ctx context.Context, msg events.SQSMessage, ev jobboard.Event, c jobboard.Claim) result {
+	o := string(c.Outcome)
+	r := result{outcome: o, answered: true}
+	switch c.Outcome {
+	case jobboard.OutcomeDuplicate:
+		// Expected with at-least-once delivery: INFO, not a warning.
+		h.logRecord(ctx, slog.LevelInfo, "event already processed; duplicate skipped", msg.MessageId, ev, o, "")
+	case jobboard.OutcomePayloadMismatch:
+		h.logRecord(ctx, slog.LevelError, "same event_id, different payload; not emailed", msg.MessageId, ev, o, "")
+	case jobboard.OutcomeApplicationMissing:
+		h.logRecord(ctx, slog.LevelWarn, "application no longer exists; skipped", msg.MessageId, ev, o, c.Token)
+	case jobboard.OutcomeBusy:
+		h.logRecord(ctx, slog.LevelWarn, "another worker holds the claim; will retry after its lease", msg.MessageId, ev, o, "",
+			slog.Duration("busy_for", c.BusyFor))
+		r.failed, r.retry, r.busyFor = true, retryBusy, c.BusyFor
+	default:
+		h.logRecord(ctx, slog.LevelError, "unknown claim outcome; will retry", msg.MessageId, ev, o, "")
+		r.failed, r.retry = true, retrySoon
+	}
+	return r
+}
+
+// sent is step three after an accepted email: record it (with the other
+// records that finish together). The mark is retried within the deadline
+// if the database blips. The message is
+// deleted whatever happens to the mark, since the email has left: only a
+// later copy of the event could then send it again.
+func (h *Handler) sent(ctx, dbCtx context.Context, m *marker, msg events.SQSMessage, ev jobboard.Event, c jobboard.Claim, providerID string) result {
+	err := retryDB(dbCtx, func() error {
+		return m.finish(dbCtx, jobboard.Finish{EventID: ev.EventID, Token: c.Token, Outcome: jobboard.OutcomeSent, ProviderMessageID: providerID})
+	})
+	id := slog.String("ses_message_id", providerID)
+	switch {
+	case err == nil:
+		h.logRecord(ctx, slog.LevelInfo, "status email sent", msg.MessageId, ev, string(jobboard.OutcomeSent), c.Token,
+			id, slog.Int("attempts", c.Attempts))
+		return result{outcome: string(jobboard.OutcomeSent), answered: true}
+	case errors.Is(err, jobboard.ErrLeaseLost):
+		h.logRecord(ctx, slog.LevelError, "email sent, but the lease had expired and another worker took the event over; it may send it again",
+			msg.MessageId, ev, outcomeLeaseLost, c.Token, id)
+		return result{outcome: outcomeLeaseLost, answered: true}
+	default:
+		h.logRecord(ctx, slog.LevelError, "email sent, but it could not be recorded; a later copy of the event may send it again",
+			msg.MessageId, ev, outcomeMarkFailed, c.Token, id, slog.String("error", err.Error()))
+		return result{outcome: outcomeMarkFailed, answered: true}
+	}
+}
+
+// sendFailed handles a send that did not succeed: a rejection finishes the
+// claim; anything else releases it for a retry.
+func (h *Handler) sendFailed(ctx, dbCtx context.Context, m *marker, msg events.SQSMessage, ev jobboard.Event, c jobboard.Claim, sendErr error) result {
+	errAttr := slog.String("error", sendErr.Error())
+	if errors.Is(sendErr, jobboard.ErrMailRejected) {
+		err := retryDB(dbCtx, func() error {
+			return m.finish(dbCtx, jobboard.Finish{EventID: ev.EventID, Token: c.Token, Outcome: jobboard.OutcomeRejected})
+		})
+		if err != nil && !errors.Is(err, jobboard.ErrLeaseLost) {
+			h.logRecord(ctx, slog.LevelError, "email rejected, and the rejection could not be recorded; will retry",
+				msg.MessageId, ev, outcomeStoreError, c.Token, errAttr, slog.String("store_error", err.Error()))
+			return result{outcome: outcomeStoreError, failed: true, retry: retrySoon, answered: true}
+		}
+		h.logRecord(ctx, slog.LevelWarn, "mail service rejected the email permanently; not retried",
+			msg.MessageId, ev, string(jobboard.OutcomeRejected), c.Token, errAttr)
+		return result{outcome: string(jobboard.OutcomeRejected), answered: true}
+	}
+
+	// The email did not leave (or, if ambiguous, may have): release the
+	// claim so the retry can send. If the release fails, the lease runs
+	// out and the retry takes the claim over.
+	release := retryDB(dbCtx, func() error { return h.c.Store.ReleaseClaim(dbCtx, ev.EventID, c.Token) })
+	attrs := []slog.Attr{errAttr}
+	if release != nil && !errors.Is(release, jobboard.ErrLeaseLost) {
+		attrs = append(attrs, slog.String("release_error", release.Error()))
+	}
+	r := result{failed: true, answered: true, retry: retrySoon}
+	switch {
+	case errors.Is(sendErr, jobboard.ErrMailThrottled):
+		r.outcome, r.retry, r.stop = outcomeThrottled, retryThrottled, "the mail service throttled an earlier record"
+		h.logRecord(ctx, slog.LevelWarn, "mail service throttled; claim released, the rest of the batch is not started",
+			msg.MessageId, ev, r.outcome, c.Token, attrs...)
+	case errors.Is(sendErr, jobboard.ErrMailPaused):
+		r.outcome, r.retry, r.stop = outcomePaused, retryPaused, "the mail service stopped sending for the account"
+		h.logRecord(ctx, slog.LevelError, "mail service stopped sending for the account (paused, suspended or misconfigured); claim released, retried with the longest backoff",
+			msg.MessageId, ev, r.outcome, c.Token, attrs...)
+	case errors.Is(sendErr, jobboard.ErrMailAmbiguous):
+		// The one way left for this worker to cause a second email: the
+		// request reached SES and the answer did not reach us.
+		r.outcome = outcomeAmbiguous
+		h.logRecord(ctx, slog.LevelWarn, "the mail service may have accepted the email, its answer was lost; claim released, a retry may send it a second time",
+			msg.MessageId, ev, r.outcome, c.Token, attrs...)
+	default:
+		r.outcome = outcomeSendFailed
+		h.logRecord(ctx, slog.LevelWarn, "send failed; claim released, will retry", msg.MessageId, ev, r.outcome, c.Token, attrs...)
+	}
+	return r
+}
+
+// contexts returns the context of the database work, which must end in
+// time to return the response; the context of the send, which must end in
+// time to record or release the claim; and the lease to take, which must
+// outlive the whole invocation, so that no other worker takes the event
+// over while this one may still send it.
+func (h *Handler) contexts(ctx context.Context) (dbCtx, sendCtx context.Context, lease time.Duration, cancel func()) {
+	deadline, _ := ctx.Deadline() // Handle gives ctx one
+	lease = deadline.Sub(h.c.Now()) + h.c.LeaseMargin
+	dbCtx, cancelDB := context.WithDeadline(ctx, deadline.Add(-returnMargin))
+	sendCtx, cancelSend := context.WithDeadline(dbCtx, deadline.Add(-h.c.SendMargin))
+	return dbCtx, sendCtx, lease, func() { cancelSend(); cancelDB() }
+}
+
+// retryDB calls op until it succeeds, reports the claim lost, or ctx ends,
+// with a short growing pause: a blip of the database (a failover, a
+// terminated session) costs a new connection, which the pool makes on the
+// next call.
+func retryDB(ctx context.Context, op func() error) error {
+	pause := 50 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || errors.Is(err, jobboard.ErrLeaseLost) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// statusEmail is what the candidate is told: the event's change, about the
+// application as it is now.
+func statusEmail(ev jobboard.Event, d jobboard.ApplicationDetails) jobboard.StatusEmail {
+	return jobboard.StatusEmail{
+		EventID:       ev.EventID,
+		To:            d.CandidateEmail,
+		CandidateName: d.CandidateName,
+		JobTitle:      d.JobTitle,
+		CompanyName:   d.CompanyName,
+		ApplicationID: d.ApplicationID,
+		OldStatus:     ev.OldStatus,
+		NewStatus:     ev.NewStatus,
+	}
+}
+
+// logRecord writes a line about a record. Every line carries the same
+// fields, empty when unknown (a malformed message has no event id), so that
+// a query over the logs can rely on them; lease_token ties the lines of one
+// attempt together.
+func (h *Handler) logRecord(ctx context.Context, level slog.Level, msg, messageID string,
+	ev jobboard.Event, outcome, leaseToken string, extra ...slog.Attr,
+) {
+	attrs := append([]slog.Attr{
+		slog.String("event_id", ev.EventID),
+		slog.String("message_id", messageID),
+		slog.Int64("application_id", ev.ApplicationID),
+		slog.String("outcome", outcome),
+		slog.String("lease_token", leaseToken),
+	}, extra...)
+	h.c.Logger.LogAttrs(ctx, level, msg, attrs...)
+}
