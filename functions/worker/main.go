@@ -7,7 +7,8 @@
 // handler is fed by a local poller that plays the event source mapping
 // against STATUS_EVENTS_QUEUE_URL, until SIGINT or SIGTERM.
 //
-// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required);
+// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required, with
+// the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
 // MAIL_FROM (required, e.g. "jobboard <jobs@example.com>");
 // SES_CONFIGURATION_SET (optional); LOG_LEVEL (debug, info, warn, error;
 // default info); STATUS_EVENTS_QUEUE_URL (local mode only). AWS settings come
@@ -145,15 +146,18 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (h
 	}
 	sender.ConfigurationSet = s.configurationSet
 
-	databaseURL, err := secret.DatabaseURL(ctx, getenv, secret.NewClient(awsCfg))
+	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(awsCfg))
 	if err != nil {
 		return nil, nil, err
 	}
 	// One sandbox handles one batch at a time, record after record: one
 	// connection is all it uses, and the event source mapping's
 	// MaximumConcurrency then bounds the worker's connections.
-	db, err := postgres.Open(ctx, databaseURL, postgres.WorkerSession(lockTimeout, idleInTx),
-		func(c *pgxpool.Config) { c.MaxConns = 1 })
+	options := []func(*pgxpool.Config){postgres.WorkerSession(lockTimeout, idleInTx), func(c *pgxpool.Config) { c.MaxConns = 1 }}
+	if creds != nil { // a rotated password reaches new connections
+		options = append(options, postgres.WithCredentials(creds))
+	}
+	db, err := postgres.Open(ctx, databaseURL, options...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -41,8 +41,9 @@ var localOnlyFor = map[string]map[string]string{
 // secretReads are the variables that a call into internal/secret reads
 // with the getenv it is given.
 var secretReads = map[string][]string{
-	"DatabaseURL": {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN},
-	"JWTKey":      {secret.EnvJWTSecret, secret.EnvJWTSecretARN},
+	"Database":        {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert},
+	"DatabaseURL":     {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert},
+	"NewJWTKeySource": {secret.EnvJWTSecret, secret.EnvJWTSecretARN},
 }
 
 const secretImportPath = "github.com/jobboard/jobboard/internal/secret"
@@ -257,7 +258,7 @@ func helper(getenv func(string) string) error { _ = getenv("IN_HELPER"); return 
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "DATABASE_SECRET_ARN DATABASE_URL FROM_OS IN_HELPER LITERAL LOCAL_CONST QUEUE_URL"
+	want := "DATABASE_HOST DATABASE_SECRET_ARN DATABASE_SSLROOTCERT DATABASE_URL FROM_OS IN_HELPER LITERAL LOCAL_CONST QUEUE_URL"
 	if got := strings.Join(sortedKeys(reads), " "); got != want {
 		t.Errorf("reads = %s; want %s", got, want)
 	}
