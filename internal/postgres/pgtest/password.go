@@ -46,10 +46,12 @@ func NewPasswordServer(tb testing.TB) string {
 		}
 		asPostgres = []string{"runuser", "-u", "postgres", "--"}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	run := func(name string, args ...string) {
 		tb.Helper()
 		argv := append(append(append([]string{}, asPostgres...), filepath.Join(bindir, name)), args...)
-		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 		if err != nil {
 			tb.Fatalf("%s: %v\n%s", name, err, out)
 		}
@@ -66,14 +68,12 @@ func NewPasswordServer(tb testing.TB) string {
 		fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -c unix_socket_directories=%s -c fsync=off", port, dir), "start")
 	tb.Cleanup(func() {
 		argv := append(append(append([]string{}, asPostgres...), filepath.Join(bindir, "pg_ctl")), "-D", data, "-m", "immediate", "stop")
-		_ = exec.Command(argv[0], argv[1:]...).Run()
+		_ = exec.CommandContext(context.Background(), argv[0], argv[1:]...).Run()
 	})
 	u := url.URL{
 		Scheme: "postgres", User: url.UserPassword("postgres", password),
 		Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Path: "/postgres", RawQuery: "sslmode=disable",
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	conn, err := pgx.Connect(ctx, u.String())
 	if err != nil {
 		tb.Fatalf("connect to the password cluster: %v", err)
@@ -85,7 +85,7 @@ func NewPasswordServer(tb testing.TB) string {
 // postgresBindir finds the PostgreSQL server binaries.
 func postgresBindir(tb testing.TB) string {
 	tb.Helper()
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+	if out, err := exec.CommandContext(context.Background(), "pg_config", "--bindir").Output(); err == nil {
 		dir := strings.TrimSpace(string(out))
 		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
 			return dir
@@ -108,7 +108,7 @@ func postgresBindir(tb testing.TB) string {
 // freePort returns a loopback TCP port nobody listens on.
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -88,14 +88,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unexpected request", http.StatusBadRequest)
 		return
 	}
-	var in struct{ SecretId, VersionStage string }
+	var in struct {
+		SecretID     string `json:"SecretId"`
+		VersionStage string `json:"VersionStage"`
+	}
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	versions, asked := s.current, in.SecretId
+	versions, asked := s.current, in.SecretID
 	switch in.VersionStage {
 	case "", "AWSCURRENT":
 	case "AWSPREVIOUS":
@@ -105,7 +108,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.asked = append(s.asked, asked)
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-	v, ok := versions[in.SecretId]
+	v, ok := versions[in.SecretID]
 	if !ok {
 		w.WriteHeader(http.StatusBadRequest)
 		_ = json.NewEncoder(w).Encode(map[string]string{
@@ -115,7 +118,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"ARN": in.SecretId, "Name": in.SecretId, "VersionId": v.id, "SecretString": v.value,
+		"ARN": in.SecretID, "Name": in.SecretID, "VersionId": v.id, "SecretString": v.value,
 		"CreatedDate": float64(v.created.UnixMilli()) / 1000,
 	})
 }
