@@ -51,7 +51,6 @@ var templateFirst = map[string]map[string]string{
 // with the getenv it is given.
 var secretReads = map[string][]string{
 	"Database":        {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert},
-	"DatabaseURL":     {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert},
 	"NewJWTKeySource": {secret.EnvJWTSecret, secret.EnvJWTSecretARN},
 }
 
@@ -248,7 +247,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	_ = getenv(envQueue)
 	_ = getenv(local)
 	_ = os.Getenv("FROM_OS")
-	_, _ = sec.DatabaseURL(ctx, getenv, nil)
+	_, _, _ = sec.Database(ctx, getenv, nil)
 	name := "DYNAMIC"
 	_ = getenv(name)
 	config.Load(getenv)

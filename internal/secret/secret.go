@@ -75,13 +75,6 @@ func NewClient(cfg aws.Config) func() (Getter, error) {
 	})
 }
 
-// DatabaseURL is Database without the credentials source: for programs
-// that connect once (migrations). Errors: as Database.
-func DatabaseURL(ctx context.Context, getenv func(string) string, newClient func() (Getter, error)) (string, error) {
-	u, _, err := Database(ctx, getenv, newClient)
-	return u, err
-}
-
 // rdsSecret is the JSON that RDS and the Secrets Manager rotation templates
 // store for a database user.
 type rdsSecret struct {

@@ -122,10 +122,16 @@ const (
 	jwtARN = "arn:aws:secretsmanager:us-east-1:111111111111:secret:jwt-AbCdEf"
 )
 
+// databaseURL is secret.Database without the credentials.
+func databaseURL(ctx context.Context, getenv func(string) string, newClient func() (secret.Getter, error)) (string, error) {
+	u, _, err := secret.Database(ctx, getenv, newClient)
+	return u, err
+}
+
 func TestDatabaseURLPrefersTheEnvironment(t *testing.T) {
 	t.Parallel()
 	want := "postgres://u:p@localhost:5432/db?sslmode=disable"
-	got, err := secret.DatabaseURL(context.Background(), env(map[string]string{
+	got, err := databaseURL(context.Background(), env(map[string]string{
 		secret.EnvDatabaseURL: want, secret.EnvDatabaseSecretARN: dbARN,
 	}), noClient(t))
 	if err != nil || got != want {
@@ -196,7 +202,7 @@ func TestDatabaseURLFromRDSSecret(t *testing.T) {
 			for k, v := range tt.env {
 				vars[k] = v
 			}
-			got, err := secret.DatabaseURL(context.Background(), env(vars), newClientFor(srv, &calls))
+			got, err := databaseURL(context.Background(), env(vars), newClientFor(srv, &calls))
 			if err != nil {
 				t.Fatalf("DatabaseURL: %v", err)
 			}
@@ -258,7 +264,7 @@ func TestDatabaseURLFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		calls := 0
-		got, err := secret.DatabaseURL(context.Background(), env(tt.env), newClientFor(srv, &calls))
+		got, err := databaseURL(context.Background(), env(tt.env), newClientFor(srv, &calls))
 		if got != "" || err == nil {
 			t.Errorf("%s: DatabaseURL = %q, %v; want an error", tt.name, got, err)
 			continue
@@ -281,7 +287,7 @@ func TestDatabaseURLFailures(t *testing.T) {
 func TestDatabaseURLClientError(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("no credentials")
-	_, err := secret.DatabaseURL(context.Background(), env(map[string]string{secret.EnvDatabaseSecretARN: dbARN}),
+	_, err := databaseURL(context.Background(), env(map[string]string{secret.EnvDatabaseSecretARN: dbARN}),
 		func() (secret.Getter, error) { return nil, boom })
 	if !errors.Is(err, boom) {
 		t.Errorf("error %v; want it to wrap %v", err, boom)
