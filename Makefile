@@ -82,10 +82,21 @@ build:
 	$(MAKE) build-WorkerFunction ARTIFACTS_DIR=build/worker
 	$(MAKE) build-SweeperFunction ARTIFACTS_DIR=build/sweeper
 
-# build-<LogicalId>: what `sam build` calls (BuildMethod: makefile).
+# The RDS CA bundle, when it is in the project, ships beside each bootstrap
+# (/var/task/rds-global-bundle.pem on Lambda) for DatabaseSslRootCert; see
+# README, "Deploying".
+RDS_CA_BUNDLE := certs/rds-global-bundle.pem
+COPY_CA_BUNDLE = $(if $(wildcard $(RDS_CA_BUNDLE)),cp $(RDS_CA_BUNDLE) $(ARTIFACTS_DIR)/)
+
+# build-<LogicalId>: what `sam build` calls (BuildMethod: makefile), in the
+# project folder (build_in_source in samconfig.toml); they write only into
+# $(ARTIFACTS_DIR).
 build-ApiFunction:
 	$(LAMBDA_BUILD) ./functions/api
+	$(COPY_CA_BUNDLE)
 build-WorkerFunction:
 	$(LAMBDA_BUILD) ./functions/worker
+	$(COPY_CA_BUNDLE)
 build-SweeperFunction:
 	$(LAMBDA_BUILD) ./functions/sweeper
+	$(COPY_CA_BUNDLE)

@@ -4,7 +4,8 @@
 // applies the migrations and serves plain HTTP on 127.0.0.1:PORT until
 // SIGINT or SIGTERM. `api migrate` applies the migrations and exits.
 //
-// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required);
+// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required, with
+// the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
 // JWT_SECRET, or on AWS JWT_SECRET_ARN (at least 32 bytes; required in
 // Lambda, generated per process locally when unset); PORT (default 8080);
 // LOG_LEVEL (debug, info, warn, error; default info); STATUS_EVENTS_QUEUE_URL
@@ -62,10 +63,14 @@ const (
 // config is what run reads from the environment.
 type config struct {
 	databaseURL string
-	jwtSecret   []byte
-	port        string
-	logLevel    slog.Level
-	lambda      bool
+	// dbCredentials keep the user and password of new connections current
+	// when they come from Secrets Manager; nil locally.
+	dbCredentials *secret.DatabaseCredentials
+	// tokenKeys gives the JWT signing keys, current and previous.
+	tokenKeys httpapi.TokenKeySource
+	port      string
+	logLevel  slog.Level
+	lambda    bool
 	// aws is the AWS configuration, loaded once for every client the
 	// function makes (Secrets Manager, SQS).
 	aws aws.Config
@@ -95,30 +100,61 @@ func loadConfig(getenv func(string) string) (config, error) {
 // loadDatabaseURL sets the database URL: DATABASE_URL, or on AWS the secret
 // named by DATABASE_SECRET_ARN.
 func (c *config) loadDatabaseURL(ctx context.Context, newClient func() (secret.Getter, error)) error {
-	u, err := secret.DatabaseURL(ctx, c.getenv, newClient)
+	u, creds, err := secret.Database(ctx, c.getenv, newClient)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
-	c.databaseURL = u
+	c.databaseURL, c.dbCredentials = u, creds
 	return nil
 }
 
-// loadJWTSecret sets the token signing key: JWT_SECRET, or on AWS the secret
-// named by JWT_SECRET_ARN. Locally, when neither is set, a random key is
-// made (tokens then do not survive a restart); in Lambda that is an error.
+// loadJWTSecret sets the token signing keys: JWT_SECRET, or on AWS the
+// secret named by JWT_SECRET_ARN (its current and previous versions, looked
+// up again as they rotate). The first lookup happens here, so that a
+// missing or malformed secret fails the cold start. Locally, when neither
+// is set, a random key is made (tokens then do not survive a restart); in
+// Lambda that is an error.
 func (c *config) loadJWTSecret(ctx context.Context, newClient func() (secret.Getter, error), logger *slog.Logger) error {
-	key, err := secret.JWTKey(ctx, c.getenv, newClient)
-	switch {
-	case errors.Is(err, secret.ErrNotConfigured) && !c.lambda:
+	src, err := secret.NewJWTKeySource(c.getenv, newClient)
+	if errors.Is(err, secret.ErrNotConfigured) && !c.lambda {
 		logger.WarnContext(ctx, "JWT_SECRET is not set: using a random key, so tokens will not survive a restart")
-		key = []byte(rand.Text() + rand.Text())
-	case err != nil:
-		return err
-	case len(key) < minSecretLen:
-		return fmt.Errorf("JWT_SECRET is %d bytes; at least %d are required", len(key), minSecretLen)
+		key := rand.Text() + rand.Text()
+		src, err = secret.NewJWTKeySource(func(string) string { return key }, newClient)
 	}
-	c.jwtSecret = key
+	if err != nil {
+		return err
+	}
+	keys, err := src.Keys(ctx, false)
+	if err != nil {
+		return err
+	}
+	if len(keys.Current) < minSecretLen {
+		return fmt.Errorf("JWT_SECRET is %d bytes; at least %d are required", len(keys.Current), minSecretLen)
+	}
+	c.tokenKeys = tokenKeys(src)
 	return nil
+}
+
+// previousKeyWindow is how long after a rotation tokens signed with the
+// previous key are still accepted: the lifetime of a token issued just
+// before the rotation, plus the time a warm sandbox may go on signing with
+// the previous key before it looks the secret up again.
+const previousKeyWindow = httpapi.DefaultTokenTTL + secret.DefaultMaxAge
+
+// tokenKeys adapts the secret's keys to the API's: the previous key
+// verifies until previousKeyWindow after the current one was created.
+func tokenKeys(src *secret.JWTKeySource) httpapi.TokenKeySource {
+	return func(ctx context.Context, refresh bool) (httpapi.TokenKeys, error) {
+		keys, err := src.Keys(ctx, refresh)
+		if err != nil {
+			return httpapi.TokenKeys{}, err
+		}
+		return httpapi.TokenKeys{
+			Current:       keys.Current,
+			Previous:      keys.Previous,
+			PreviousUntil: keys.CurrentSince.Add(previousKeyWindow),
+		}, nil
+	}
 }
 
 // run is main without the process: it returns instead of exiting, and takes
@@ -166,6 +202,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // newHandler opens the database and wires the API handler, with the event
 // relay when one is configured. close releases the database.
 func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOptions ...func(*pgxpool.Config)) (h http.Handler, closeDB func(), err error) {
+	if cfg.dbCredentials != nil {
+		poolOptions = append(poolOptions, postgres.WithCredentials(cfg.dbCredentials))
+	}
 	db, err := postgres.Open(ctx, cfg.databaseURL, poolOptions...)
 	if err != nil {
 		return nil, nil, err
@@ -179,7 +218,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 		Pinger:       db,
 		Relay:        relay,
 		Logger:       logger,
-		TokenKey:     cfg.jwtSecret,
+		TokenKeys:    cfg.tokenKeys,
 	})
 	return h, db.Close, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/httpapi/openapitest"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
@@ -202,7 +203,9 @@ func TestRunServesLocallyAndShutsDown(t *testing.T) {
 func TestSampleEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := config{databaseURL: pgtest.NewURL(t), jwtSecret: []byte(strings.Repeat("k", 32)), getenv: env(nil)}
+	key := []byte(strings.Repeat("k", 32))
+	cfg := config{databaseURL: pgtest.NewURL(t), getenv: env(nil),
+		tokenKeys: func(context.Context, bool) (httpapi.TokenKeys, error) { return httpapi.TokenKeys{Current: key}, nil }}
 	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

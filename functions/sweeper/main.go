@@ -6,7 +6,8 @@
 // Outside Lambda (AWS_LAMBDA_RUNTIME_API unset, as under `make dev`) it
 // sweeps every SWEEP_INTERVAL (default 1m) until SIGINT or SIGTERM.
 //
-// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required);
+// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required, with
+// the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
 // STATUS_EVENTS_QUEUE_URL (required); RETENTION_DAYS (default 30, at least
 // 15);
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
@@ -135,11 +136,15 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (s
 	publisher.Logger = logger
 
 	// The sweeper works in one transaction or statement at a time.
-	databaseURL, err := secret.DatabaseURL(ctx, getenv, secret.NewClient(awsCfg))
+	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(awsCfg))
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := postgres.Open(ctx, databaseURL, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	options := []func(*pgxpool.Config){func(c *pgxpool.Config) { c.MaxConns = 1 }}
+	if creds != nil { // a rotated password reaches new connections
+		options = append(options, postgres.WithCredentials(creds))
+	}
+	db, err := postgres.Open(ctx, databaseURL, options...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -8,7 +8,8 @@
 // handler is fed by a local poller that plays the event source mapping
 // against STATUS_EVENTS_QUEUE_URL, until SIGINT or SIGTERM.
 //
-// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required);
+// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required, with
+// the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
 // MAIL_FROM (required, e.g. "jobboard <jobs@example.com>");
 // STATUS_EVENTS_QUEUE_URL (required: failed records get their backoff
 // there, and the local mode polls it); SES_CONFIGURATION_SET (optional);
@@ -160,19 +161,25 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (*
 	sender.ConfigurationSet = s.configurationSet
 	sqsClient := sqs.NewFromConfig(awsCfg)
 
-	databaseURL, err := secret.DatabaseURL(ctx, getenv, secret.NewClient(awsCfg))
+	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(awsCfg))
 	if err != nil {
 		return nil, err
 	}
 	// The event source mapping's MaximumConcurrency times poolSize bounds
 	// the worker's connections. application_name tells its sessions apart.
-	db, err := postgres.Open(ctx, databaseURL, postgres.WorkerSession(lockTimeout, idleInTx),
+	options := []func(*pgxpool.Config){
+		postgres.WorkerSession(lockTimeout, idleInTx),
 		func(c *pgxpool.Config) {
 			c.MaxConns = poolSize
 			if c.ConnConfig.RuntimeParams["application_name"] == "" {
 				c.ConnConfig.RuntimeParams["application_name"] = "jobboard-worker"
 			}
-		})
+		},
+	}
+	if creds != nil { // a rotated password reaches new connections
+		options = append(options, postgres.WithCredentials(creds))
+	}
+	db, err := postgres.Open(ctx, databaseURL, options...)
 	if err != nil {
 		return nil, err
 	}

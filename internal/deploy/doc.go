@@ -14,6 +14,11 @@
 //   - makefile_test.go checks that every function has a build-<LogicalId>
 //     target producing a linux/arm64 bootstrap, and that `make migrate`
 //     exists;
+//   - operations_test.go checks the production operations: bounded
+//     database connections (reserved concurrency, the RDS Proxy and the
+//     arithmetic in the README), an alarm for every failure, gradual
+//     deploys with rollback alarms, the VPC endpoints and the NAT rule,
+//     CORS, and sam build in the source folder;
 //   - env_test.go checks that every environment variable a function's code
 //     reads is set for it in the template, and the reverse;
 //   - events_test.go checks that the sample events look exactly like the

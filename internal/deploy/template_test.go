@@ -72,6 +72,7 @@ type parameter struct {
 
 type rawResource struct {
 	Type       string          `json:"Type"`
+	Condition  string          `json:"Condition"`
 	Metadata   map[string]any  `json:"Metadata"`
 	Properties json.RawMessage `json:"Properties"`
 }
@@ -239,8 +240,9 @@ func processYAML(data []byte, opts *intrinsics.ProcessorOptions) ([]byte, error)
 }
 
 // goformationLacks are the function properties that goformation v7 does
-// not know: it rejects unknown fields, so they are read from the raw view.
-var goformationLacks = []string{"LoggingConfig"}
+// not know, or types as a number where the template has a !Ref: it rejects
+// them, so they are read from the raw view.
+var goformationLacks = []string{"LoggingConfig", "ReservedConcurrentExecutions"}
 
 // forGoformation keeps the part of the processed template that goformation
 // reads (parameters, Globals.Function and the functions) and drops what it

@@ -15,8 +15,8 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Config is what the server needs. The four stores and TokenKey are
-// required; the rest have defaults.
+// Config is what the server needs. The four stores and TokenKey or
+// TokenKeys are required; the rest have defaults.
 type Config struct {
 	Users        jobboard.UserStore
 	Companies    jobboard.CompanyStore
@@ -34,6 +34,10 @@ type Config struct {
 	// least 32 random bytes. Empty: every token is refused and none is issued
 	// (the server fails closed).
 	TokenKey []byte
+	// TokenKeys, when set, is asked for the keys instead of TokenKey: a
+	// current key that signs, and during a rotation the previous one, which
+	// still verifies tokens for a while (see TokenKeys).
+	TokenKeys TokenKeySource
 	// TokenTTL is how long an issued token is valid. Zero: DefaultTokenTTL.
 	TokenTTL time.Duration
 	// Password sets the argon2id cost of new password hashes. Zero:
@@ -83,6 +87,9 @@ func newServer(cfg Config) *server {
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = DefaultTokenTTL
 	}
+	if cfg.TokenKeys == nil {
+		cfg.TokenKeys = staticKey(cfg.TokenKey)
+	}
 	if cfg.Password == (PasswordParams{}) {
 		cfg.Password = DefaultPasswordParams
 	}
@@ -94,7 +101,7 @@ func newServer(cfg Config) *server {
 		pinger:       cfg.Pinger,
 		relay:        cfg.Relay,
 		log:          cfg.Logger,
-		tokens:       tokenIssuer{key: cfg.TokenKey, ttl: cfg.TokenTTL, now: cfg.Now},
+		tokens:       tokenIssuer{keys: cfg.TokenKeys, ttl: cfg.TokenTTL, now: cfg.Now},
 		passwords:    newPasswordHasher(cfg.Password),
 		mux:          http.NewServeMux(),
 	}

@@ -1,6 +1,10 @@
 package httpapi
 
 import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -30,19 +34,58 @@ type claims struct {
 	jwt.RegisteredClaims
 }
 
+// TokenKeys are the keys that sign and verify bearer tokens at one moment.
+// Each token names its key in the JWT header's kid (a MAC of the key under
+// a fixed label, so the key itself is not revealed), which lets a rotation
+// keep the tokens signed before it valid for a while.
+type TokenKeys struct {
+	// Current signs new tokens, and verifies them.
+	Current []byte
+	// Previous, the key before the last rotation, still verifies tokens
+	// until PreviousUntil, then no more. Nil: none.
+	Previous      []byte
+	PreviousUntil time.Time
+}
+
+// TokenKeySource returns the token keys. refresh asks for a fresh lookup:
+// the server sets it when a token names a key it does not know (a key that
+// another instance already rotated to). A source may ignore it, e.g. to
+// bound its lookups.
+type TokenKeySource func(ctx context.Context, refresh bool) (TokenKeys, error)
+
+// staticKey is the TokenKeySource of a fixed key (Config.TokenKey).
+func staticKey(key []byte) TokenKeySource {
+	return func(context.Context, bool) (TokenKeys, error) { return TokenKeys{Current: key}, nil }
+}
+
 // tokenIssuer issues and verifies bearer tokens.
 type tokenIssuer struct {
-	key []byte
-	ttl time.Duration
-	now func() time.Time
+	keys TokenKeySource
+	ttl  time.Duration
+	now  func() time.Time
 }
 
 // errNoTokenKey: the server was configured without a signing key.
 var errNoTokenKey = errors.New("no token signing key configured")
 
-// issue returns a signed token for u and its expiry time.
-func (t tokenIssuer) issue(u jobboard.User) (string, time.Time, error) {
-	if len(t.key) == 0 {
+// keyIDLabel is the message whose HMAC under a key is the key's id.
+const keyIDLabel = "jobboard token key id"
+
+// keyID names key in a token header without revealing it.
+func keyID(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(keyIDLabel))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:12])
+}
+
+// issue returns a token for u signed with the current key, and its expiry
+// time. Errors: the key source's, or errNoTokenKey.
+func (t tokenIssuer) issue(ctx context.Context, u jobboard.User) (string, time.Time, error) {
+	keys, err := t.keys(ctx, false)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("token keys: %w", err)
+	}
+	if len(keys.Current) == 0 {
 		return "", time.Time{}, errNoTokenKey
 	}
 	now := t.now()
@@ -58,11 +101,52 @@ func (t tokenIssuer) issue(u jobboard.User) (string, time.Time, error) {
 			ExpiresAt: jwt.NewNumericDate(exp),
 		},
 	}
-	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(t.key)
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, c)
+	tok.Header["kid"] = keyID(keys.Current)
+	signed, err := tok.SignedString(keys.Current)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("sign token for user %d: %w", u.ID, err)
 	}
 	return signed, exp, nil
+}
+
+// keySourceError is a failure of the TokenKeySource: the server's fault,
+// not the token's.
+type keySourceError struct{ err error }
+
+func (e *keySourceError) Error() string { return "token keys: " + e.err.Error() }
+func (e *keySourceError) Unwrap() error { return e.err }
+
+// Why a token's key was not found.
+var (
+	errUnknownKey = errors.New("token signed with an unknown key")
+	errRetiredKey = errors.New("token signed with a retired key")
+)
+
+// key returns the key that verifies a token whose header names kid: the
+// current key, or the previous one until PreviousUntil. A token without kid
+// (issued before keys had ids) is verified with the current key. An unknown
+// kid makes it ask the source once more with refresh set.
+func (t tokenIssuer) key(ctx context.Context, kid string) ([]byte, error) {
+	for _, refresh := range []bool{false, true} {
+		keys, err := t.keys(ctx, refresh)
+		if err != nil {
+			return nil, &keySourceError{err}
+		}
+		if len(keys.Current) == 0 {
+			return nil, errNoTokenKey
+		}
+		switch {
+		case kid == "" || kid == keyID(keys.Current):
+			return keys.Current, nil
+		case len(keys.Previous) > 0 && kid == keyID(keys.Previous):
+			if !t.now().Before(keys.PreviousUntil) {
+				return nil, errRetiredKey
+			}
+			return keys.Previous, nil
+		}
+	}
+	return nil, errUnknownKey
 }
 
 // tokenError is a bearer token that was presented but is not valid. It
@@ -73,12 +157,11 @@ func (e *tokenError) Error() string        { return "invalid bearer token: " + e
 func (e *tokenError) Unwrap() error        { return e.cause }
 func (e *tokenError) Is(target error) bool { return target == jobboard.ErrUnauthenticated }
 
-// verify checks a token's signature (HS256 only), issuer, audience, expiry
-// and claims, and returns the actor it names. Errors: *tokenError.
-func (t tokenIssuer) verify(token string) (jobboard.Actor, error) {
-	if len(t.key) == 0 {
-		return jobboard.Actor{}, &tokenError{errNoTokenKey}
-	}
+// verify checks a token's signature (HS256 only, with the key its kid
+// names, see key), issuer, audience, expiry and claims, and returns the
+// actor it names. Errors: *tokenError, or *keySourceError when the keys
+// cannot be had.
+func (t tokenIssuer) verify(ctx context.Context, token string) (jobboard.Actor, error) {
 	parser := jwt.NewParser(
 		jwt.WithValidMethods([]string{tokenAlgorithm}),
 		jwt.WithIssuer(issuerClaim),
@@ -88,7 +171,15 @@ func (t tokenIssuer) verify(token string) (jobboard.Actor, error) {
 		jwt.WithTimeFunc(t.now),
 	)
 	var c claims
-	if _, err := parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return t.key, nil }); err != nil {
+	keyfunc := func(tok *jwt.Token) (any, error) {
+		kid, _ := tok.Header["kid"].(string)
+		return t.key(ctx, kid)
+	}
+	if _, err := parser.ParseWithClaims(token, &c, keyfunc); err != nil {
+		var sourceErr *keySourceError
+		if errors.As(err, &sourceErr) {
+			return jobboard.Actor{}, sourceErr
+		}
 		return jobboard.Actor{}, &tokenError{err}
 	}
 	id, err := strconv.ParseInt(c.Subject, 10, 64)
@@ -127,7 +218,7 @@ func (s *server) optionalActor(r *http.Request) (jobboard.Actor, bool, error) {
 	if !found || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		return jobboard.Actor{}, false, &tokenError{errors.New("authorization is not a bearer token")}
 	}
-	a, err := s.tokens.verify(strings.TrimSpace(token))
+	a, err := s.tokens.verify(r.Context(), strings.TrimSpace(token))
 	if err != nil {
 		return jobboard.Actor{}, false, err
 	}

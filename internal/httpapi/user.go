@@ -31,7 +31,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("register %s: %w", in.Role, err)
 	}
-	return s.writeSession(w, http.StatusCreated, u)
+	return s.writeSession(w, r, http.StatusCreated, u)
 }
 
 // login checks an email and password and signs the user in. An unknown
@@ -61,7 +61,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return jobboard.ErrInvalidCredentials
 	}
-	return s.writeSession(w, http.StatusOK, u)
+	return s.writeSession(w, r, http.StatusOK, u)
 }
 
 // validateCredentials rejects input that cannot be a login (before any
@@ -86,8 +86,8 @@ func validateCredentials(email, password string) error {
 	return nil
 }
 
-func (s *server) writeSession(w http.ResponseWriter, status int, u jobboard.User) error {
-	token, exp, err := s.tokens.issue(u)
+func (s *server) writeSession(w http.ResponseWriter, r *http.Request, status int, u jobboard.User) error {
+	token, exp, err := s.tokens.issue(r.Context(), u)
 	if err != nil {
 		return err
 	}

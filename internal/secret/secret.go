@@ -1,8 +1,12 @@
 // Package secret gives the functions their secrets: the database URL and the
 // JWT signing key. Locally they come from the environment (DATABASE_URL,
 // JWT_SECRET); on AWS the environment holds only the ARNs of Secrets Manager
-// secrets (DATABASE_SECRET_ARN, JWT_SECRET_ARN) and the values are fetched
-// once, at cold start, by the function's main.
+// secrets (DATABASE_SECRET_ARN, JWT_SECRET_ARN). The values are fetched at
+// cold start and kept current afterwards: DatabaseCredentials looks the
+// database secret up again after DefaultMaxAge or after the server refused
+// it, and JWTKeySource does the same for the signing keys (the current
+// version and, during a rotation, the previous one), so that a rotation
+// reaches warm sandboxes without a restart.
 //
 // Values never appear in errors or logs: errors name the variable or the
 // secret's ARN and say what is wrong, not what was there.
@@ -17,6 +21,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -32,6 +37,15 @@ const (
 	EnvJWTSecret = "JWT_SECRET"
 	// EnvJWTSecretARN names a secret whose string is the JWT signing key.
 	EnvJWTSecretARN = "JWT_SECRET_ARN"
+	// EnvDatabaseHost, when set, replaces the secret's host in the URL built
+	// from DATABASE_SECRET_ARN: an RDS Proxy endpoint in front of the
+	// instance that the secret describes.
+	EnvDatabaseHost = "DATABASE_HOST"
+	// EnvDatabaseSSLRootCert, when set, is the sslrootcert of the URL built
+	// from DATABASE_SECRET_ARN: the path of a CA bundle (for RDS, the global
+	// bundle), or "system" for the system's roots (an RDS Proxy's
+	// certificate). The sslmode then defaults to verify-full.
+	EnvDatabaseSSLRootCert = "DATABASE_SSLROOTCERT"
 )
 
 // MinJWTKeyLen is the shortest JWT signing key accepted from Secrets Manager:
@@ -61,36 +75,6 @@ func NewClient(cfg aws.Config) func() (Getter, error) {
 	})
 }
 
-// DatabaseURL returns DATABASE_URL when it is set. Otherwise it fetches the
-// secret named by DATABASE_SECRET_ARN, which must hold RDS-style JSON
-// {"username","password","host","port","dbname"} (port defaults to 5432,
-// dbname to "postgres", and an optional "sslmode" to "require"), and returns
-// the PostgreSQL URL it describes, with the user and password escaped.
-// newClient is called only when the secret must be fetched.
-//
-// Errors wrap ErrNotConfigured when neither variable is set, ErrMalformed
-// when the secret is not such JSON, or the error of newClient or of the
-// Secrets Manager call.
-func DatabaseURL(ctx context.Context, getenv func(string) string, newClient func() (Getter, error)) (string, error) {
-	if u := getenv(EnvDatabaseURL); u != "" {
-		return u, nil
-	}
-	arn := getenv(EnvDatabaseSecretARN)
-	if arn == "" {
-		return "", fmt.Errorf("database connection: set %s or %s: %w", EnvDatabaseURL, EnvDatabaseSecretARN, ErrNotConfigured)
-	}
-	value, err := fetch(ctx, newClient, arn)
-	if err != nil {
-		return "", err
-	}
-	var s rdsSecret
-	if err := json.Unmarshal(value, &s); err != nil {
-		// The JSON error may quote the value; leave it out.
-		return "", fmt.Errorf("secret %s: not a JSON object of the RDS form: %w", arn, ErrMalformed)
-	}
-	return s.url(arn)
-}
-
 // rdsSecret is the JSON that RDS and the Secrets Manager rotation templates
 // store for a database user.
 type rdsSecret struct {
@@ -103,7 +87,14 @@ type rdsSecret struct {
 	SSLMode  string   `json:"sslmode"`
 }
 
-func (s rdsSecret) url(arn string) (string, error) {
+// urlSettings are the environment's adjustments to the URL built from the
+// secret.
+type urlSettings struct {
+	host        string // DATABASE_HOST
+	sslRootCert string // DATABASE_SSLROOTCERT
+}
+
+func (s rdsSecret) url(arn string, with urlSettings) (string, error) {
 	var missing []string
 	for _, f := range []struct{ name, value string }{
 		{"username", s.Username}, {"password", s.Password}, {"host", s.Host},
@@ -128,16 +119,28 @@ func (s rdsSecret) url(arn string) (string, error) {
 	if db == "" {
 		db = "postgres"
 	}
+	host := s.Host
+	if with.host != "" {
+		host = with.host
+	}
+	query := url.Values{}
 	sslmode := s.SSLMode
+	if with.sslRootCert != "" {
+		query.Set("sslrootcert", with.sslRootCert)
+		if sslmode == "" {
+			sslmode = "verify-full"
+		}
+	}
 	if sslmode == "" {
 		sslmode = "require"
 	}
+	query.Set("sslmode", sslmode)
 	u := url.URL{
 		Scheme:   "postgres",
 		User:     url.UserPassword(s.Username, s.Password),
-		Host:     net.JoinHostPort(s.Host, strconv.Itoa(port)),
+		Host:     net.JoinHostPort(host, strconv.Itoa(port)),
 		Path:     "/" + db,
-		RawQuery: url.Values{"sslmode": {sslmode}}.Encode(),
+		RawQuery: query.Encode(),
 	}
 	return u.String(), nil
 }
@@ -167,48 +170,41 @@ func (p *flexPort) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// JWTKey returns the JWT signing key: JWT_SECRET when it is set, else the
-// string of the secret named by JWT_SECRET_ARN, which must be at least
-// MinJWTKeyLen bytes. newClient is called only when the secret must be
-// fetched.
-//
-// Errors wrap ErrNotConfigured when neither variable is set, ErrMalformed
-// when the fetched key is too short, or the error of newClient or of the
-// Secrets Manager call.
-func JWTKey(ctx context.Context, getenv func(string) string, newClient func() (Getter, error)) ([]byte, error) {
-	if k := getenv(EnvJWTSecret); k != "" {
-		return []byte(k), nil
-	}
-	arn := getenv(EnvJWTSecretARN)
-	if arn == "" {
-		return nil, fmt.Errorf("JWT signing key: set %s or %s: %w", EnvJWTSecret, EnvJWTSecretARN, ErrNotConfigured)
-	}
-	key, err := fetch(ctx, newClient, arn)
-	if err != nil {
-		return nil, err
-	}
-	if len(key) < MinJWTKeyLen {
-		return nil, fmt.Errorf("secret %s: JWT key shorter than %d bytes: %w", arn, MinJWTKeyLen, ErrMalformed)
-	}
-	return key, nil
+// Staging labels of Secrets Manager: AWSCURRENT is the version in use;
+// when a new version becomes current (PutSecretValue, or the last step of a
+// rotation), the one before it is labelled AWSPREVIOUS.
+// https://docs.aws.amazon.com/secretsmanager/latest/userguide/whats-in-a-secret.html
+const (
+	stageCurrent  = "AWSCURRENT"
+	stagePrevious = "AWSPREVIOUS"
+)
+
+// version is one version of a secret.
+type version struct {
+	value   []byte
+	id      string
+	created time.Time
 }
 
-// fetch returns the current value of the secret arn: its string, or its
-// binary when it has no string.
-func fetch(ctx context.Context, newClient func() (Getter, error), arn string) ([]byte, error) {
+// fetch returns the version of the secret arn that carries the staging
+// label stage: its string, or its binary when it has no string.
+func fetch(ctx context.Context, newClient func() (Getter, error), arn, stage string) (version, error) {
 	c, err := newClient()
 	if err != nil {
-		return nil, fmt.Errorf("secret %s: client: %w", arn, err)
+		return version{}, fmt.Errorf("secret %s: client: %w", arn, err)
 	}
-	out, err := c.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
+	out, err := c.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn, VersionStage: &stage})
 	if err != nil {
-		return nil, fmt.Errorf("get secret %s: %w", arn, err)
+		return version{}, fmt.Errorf("get secret %s (%s): %w", arn, stage, err)
 	}
+	v := version{id: aws.ToString(out.VersionId), created: aws.ToTime(out.CreatedDate)}
 	switch {
 	case out.SecretString != nil && *out.SecretString != "":
-		return []byte(*out.SecretString), nil
+		v.value = []byte(*out.SecretString)
 	case len(out.SecretBinary) > 0:
-		return out.SecretBinary, nil
+		v.value = out.SecretBinary
+	default:
+		return version{}, fmt.Errorf("secret %s: empty value: %w", arn, ErrMalformed)
 	}
-	return nil, fmt.Errorf("secret %s: empty value: %w", arn, ErrMalformed)
+	return v, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/smithy-go"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobboard/jobboard/internal/secret"
 )
@@ -24,11 +25,25 @@ import (
 // for GetSecretValue, so the tests run the real SDK client end to end:
 // signing, serialisation, error decoding.
 type fakeSecretsManager struct {
-	strings  map[string]string // SecretId → SecretString
-	binaries map[string][]byte // SecretId → SecretBinary
+	strings  map[string]string // SecretId → SecretString (AWSCURRENT)
+	binaries map[string][]byte // SecretId → SecretBinary (AWSCURRENT)
+	// previous holds the AWSPREVIOUS SecretString of some secrets.
+	previous map[string]string
 
 	mu       sync.Mutex
-	requests []string // SecretIds asked for
+	requests []string // SecretIds asked for, with ":STAGE" for a stage other than AWSCURRENT
+}
+
+// rotate makes value the AWSCURRENT string of id and the old one its
+// AWSPREVIOUS, as PutSecretValue does.
+func (f *fakeSecretsManager) rotate(id, value string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.previous == nil {
+		f.previous = map[string]string{}
+	}
+	f.previous[id] = f.strings[id]
+	f.strings[id] = value
 }
 
 func (f *fakeSecretsManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -37,20 +52,27 @@ func (f *fakeSecretsManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unexpected request", http.StatusBadRequest)
 		return
 	}
-	var in struct{ SecretId string }
+	var in struct{ SecretId, VersionStage string }
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	f.mu.Lock()
-	f.requests = append(f.requests, in.SecretId)
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	asked := in.SecretId
+	if in.VersionStage != "" && in.VersionStage != "AWSCURRENT" {
+		asked += ":" + in.VersionStage
+	}
+	f.requests = append(f.requests, asked)
 
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-	out := map[string]any{"ARN": in.SecretId, "Name": "n", "VersionId": "v1"}
-	if s, ok := f.strings[in.SecretId]; ok {
+	out := map[string]any{"ARN": in.SecretId, "Name": "n", "VersionId": "v-" + in.SecretId + "-" + f.strings[in.SecretId], "CreatedDate": 1.7e9}
+	if s, ok := f.previous[in.SecretId]; ok && in.VersionStage == "AWSPREVIOUS" {
 		out["SecretString"] = s
-	} else if b, ok := f.binaries[in.SecretId]; ok {
+		out["VersionId"] = "v-" + in.SecretId + "-" + s
+	} else if s, ok := f.strings[in.SecretId]; ok && in.VersionStage != "AWSPREVIOUS" {
+		out["SecretString"] = s
+	} else if b, ok := f.binaries[in.SecretId]; ok && in.VersionStage != "AWSPREVIOUS" {
 		out["SecretBinary"] = b // encoding/json writes base64, as the protocol does
 	} else {
 		w.WriteHeader(http.StatusBadRequest)
@@ -100,10 +122,16 @@ const (
 	jwtARN = "arn:aws:secretsmanager:us-east-1:111111111111:secret:jwt-AbCdEf"
 )
 
+// databaseURL is secret.Database without the credentials.
+func databaseURL(ctx context.Context, getenv func(string) string, newClient func() (secret.Getter, error)) (string, error) {
+	u, _, err := secret.Database(ctx, getenv, newClient)
+	return u, err
+}
+
 func TestDatabaseURLPrefersTheEnvironment(t *testing.T) {
 	t.Parallel()
 	want := "postgres://u:p@localhost:5432/db?sslmode=disable"
-	got, err := secret.DatabaseURL(context.Background(), env(map[string]string{
+	got, err := databaseURL(context.Background(), env(map[string]string{
 		secret.EnvDatabaseURL: want, secret.EnvDatabaseSecretARN: dbARN,
 	}), noClient(t))
 	if err != nil || got != want {
@@ -116,6 +144,7 @@ func TestDatabaseURLFromRDSSecret(t *testing.T) {
 	tests := []struct {
 		name   string
 		secret string
+		env    map[string]string // besides DATABASE_SECRET_ARN
 		want   string
 	}{
 		{
@@ -143,6 +172,24 @@ func TestDatabaseURLFromRDSSecret(t *testing.T) {
 			secret: `{"username":"app","password":"pw","host":"fd00::5","port":5432}`,
 			want:   "postgres://app:pw@[fd00::5]:5432/postgres?sslmode=require",
 		},
+		{
+			name:   "DATABASE_HOST: an RDS Proxy endpoint instead of the instance",
+			secret: `{"username":"app","password":"pw","host":"db.abc.us-east-1.rds.amazonaws.com","port":5432,"dbname":"jb"}`,
+			env:    map[string]string{secret.EnvDatabaseHost: "jb.proxy-abc.us-east-1.rds.amazonaws.com"},
+			want:   "postgres://app:pw@jb.proxy-abc.us-east-1.rds.amazonaws.com:5432/jb?sslmode=require",
+		},
+		{
+			name:   "DATABASE_SSLROOTCERT: verify-full against the RDS bundle",
+			secret: `{"username":"app","password":"pw","host":"db"}`,
+			env:    map[string]string{secret.EnvDatabaseSSLRootCert: "/var/task/rds-global-bundle.pem"},
+			want:   "postgres://app:pw@db:5432/postgres?sslmode=verify-full&sslrootcert=%2Fvar%2Ftask%2Frds-global-bundle.pem",
+		},
+		{
+			name:   "DATABASE_SSLROOTCERT=system, and the secret's own sslmode wins",
+			secret: `{"username":"app","password":"pw","host":"db","sslmode":"verify-ca"}`,
+			env:    map[string]string{secret.EnvDatabaseSSLRootCert: "system"},
+			want:   "postgres://app:pw@db:5432/postgres?sslmode=verify-ca&sslrootcert=system",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,9 +198,17 @@ func TestDatabaseURLFromRDSSecret(t *testing.T) {
 			srv := httptest.NewServer(fake)
 			defer srv.Close()
 			calls := 0
-			got, err := secret.DatabaseURL(context.Background(), env(map[string]string{secret.EnvDatabaseSecretARN: dbARN}), newClientFor(srv, &calls))
+			vars := map[string]string{secret.EnvDatabaseSecretARN: dbARN}
+			for k, v := range tt.env {
+				vars[k] = v
+			}
+			got, err := databaseURL(context.Background(), env(vars), newClientFor(srv, &calls))
 			if err != nil {
 				t.Fatalf("DatabaseURL: %v", err)
+			}
+			// pgx accepts it (the bundle is read only when connecting).
+			if _, err := pgconn.ParseConfig(strings.Replace(got, "sslrootcert=%2Fvar%2Ftask%2Frds-global-bundle.pem", "sslrootcert=system", 1)); err != nil {
+				t.Errorf("pgconn.ParseConfig(%q): %v", got, err)
 			}
 			if got != tt.want {
 				t.Errorf("DatabaseURL = %q; want %q", got, tt.want)
@@ -209,7 +264,7 @@ func TestDatabaseURLFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		calls := 0
-		got, err := secret.DatabaseURL(context.Background(), env(tt.env), newClientFor(srv, &calls))
+		got, err := databaseURL(context.Background(), env(tt.env), newClientFor(srv, &calls))
 		if got != "" || err == nil {
 			t.Errorf("%s: DatabaseURL = %q, %v; want an error", tt.name, got, err)
 			continue
@@ -232,68 +287,10 @@ func TestDatabaseURLFailures(t *testing.T) {
 func TestDatabaseURLClientError(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("no credentials")
-	_, err := secret.DatabaseURL(context.Background(), env(map[string]string{secret.EnvDatabaseSecretARN: dbARN}),
+	_, err := databaseURL(context.Background(), env(map[string]string{secret.EnvDatabaseSecretARN: dbARN}),
 		func() (secret.Getter, error) { return nil, boom })
 	if !errors.Is(err, boom) {
 		t.Errorf("error %v; want it to wrap %v", err, boom)
-	}
-}
-
-func TestJWTKey(t *testing.T) {
-	t.Parallel()
-	key64 := strings.Repeat("k", 64)
-	fake := &fakeSecretsManager{
-		strings:  map[string]string{jwtARN: key64, "short": "only-31-bytes-long-key-is-short"},
-		binaries: map[string][]byte{"binary": []byte(strings.Repeat("\x01", 40))},
-	}
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-
-	t.Run("environment first", func(t *testing.T) {
-		got, err := secret.JWTKey(context.Background(), env(map[string]string{
-			secret.EnvJWTSecret: "dev", secret.EnvJWTSecretARN: jwtARN,
-		}), noClient(t))
-		if err != nil || string(got) != "dev" {
-			t.Errorf("JWTKey = %q, %v; want dev", got, err)
-		}
-	})
-	t.Run("from Secrets Manager", func(t *testing.T) {
-		calls := 0
-		got, err := secret.JWTKey(context.Background(), env(map[string]string{secret.EnvJWTSecretARN: jwtARN}), newClientFor(srv, &calls))
-		if err != nil || string(got) != key64 || calls != 1 {
-			t.Errorf("JWTKey = %q, %v (client built %d times); want the 64-byte key, once", got, err, calls)
-		}
-	})
-	t.Run("binary secret", func(t *testing.T) {
-		calls := 0
-		got, err := secret.JWTKey(context.Background(), env(map[string]string{secret.EnvJWTSecretARN: "binary"}), newClientFor(srv, &calls))
-		if err != nil || string(got) != strings.Repeat("\x01", 40) {
-			t.Errorf("JWTKey = %q, %v; want the binary value", got, err)
-		}
-	})
-	failures := []struct {
-		name string
-		env  map[string]string
-		want error
-	}{
-		{"nothing set", map[string]string{}, secret.ErrNotConfigured},
-		{"too short", map[string]string{secret.EnvJWTSecretARN: "short"}, secret.ErrMalformed},
-	}
-	for _, tt := range failures {
-		calls := 0
-		got, err := secret.JWTKey(context.Background(), env(tt.env), newClientFor(srv, &calls))
-		if got != nil || !errors.Is(err, tt.want) {
-			t.Errorf("%s: JWTKey = %q, %v; want %v", tt.name, got, err, tt.want)
-		}
-		if err != nil && strings.Contains(err.Error(), "only-31") {
-			t.Errorf("%s: error %q reveals the key", tt.name, err)
-		}
-	}
-	calls := 0
-	_, err := secret.JWTKey(context.Background(), env(map[string]string{secret.EnvJWTSecretARN: "missing"}), newClientFor(srv, &calls))
-	var apiErr smithy.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "ResourceNotFoundException" {
-		t.Errorf("unknown secret: error %v; want ResourceNotFoundException", err)
 	}
 }
 
@@ -317,8 +314,12 @@ func TestNewClientIsBuiltOnceFromTheEnvironment(t *testing.T) {
 	if errA != nil || errB != nil || a != b {
 		t.Fatalf("NewClient gave %p (%v) then %p (%v); want one client", a, errA, b, errB)
 	}
-	got, err := secret.JWTKey(context.Background(), env(map[string]string{secret.EnvJWTSecretARN: jwtARN}), newClient)
-	if err != nil || string(got) != strings.Repeat("z", 40) {
-		t.Errorf("JWTKey through NewClient = %q, %v", got, err)
+	src, err := secret.NewJWTKeySource(env(map[string]string{secret.EnvJWTSecretARN: jwtARN}), newClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := src.Keys(context.Background(), false)
+	if err != nil || string(got.Current) != strings.Repeat("z", 40) {
+		t.Errorf("JWT keys through NewClient = %q, %v", got.Current, err)
 	}
 }
