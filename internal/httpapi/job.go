@@ -179,15 +179,25 @@ func (p salaryPatch) mergeInto(current *jobboard.Salary) (*jobboard.Salary, erro
 	return &out, nil
 }
 
+// jobPatchMembers are the members a job's merge patch may have.
+var jobPatchMembers = members{
+	"title": nil, "description": nil, "location": nil, "remote": nil, "employment_type": nil, "status": nil,
+	"salary": {"min": nil, "max": nil, "currency": nil},
+}
+
 // parseJobPatch reads a merge-patch document into a JobPatch. A salary
 // object with fewer than all three members comes back separately, to be
-// merged with the current salary. Errors: *requestError for unknown members
-// or wrong JSON types, *jobboard.ValidationError for null salary members.
+// merged with the current salary. Errors: *requestError for malformed JSON,
+// unknown or repeated members, bad text (see checkBody) or wrong JSON types,
+// *jobboard.ValidationError for null salary members.
 func parseJobPatch(body []byte) (jobboard.JobPatch, *salaryPatch, error) {
 	var (
 		p       jobboard.JobPatch
 		members map[string]json.RawMessage
 	)
+	if err := checkBody(body, jobPatchMembers); err != nil {
+		return p, nil, err
+	}
 	if err := json.Unmarshal(body, &members); err != nil {
 		return p, nil, jsonError(err)
 	}
