@@ -9,7 +9,9 @@
 // Lambda, generated per process locally when unset); PORT (default 8080);
 // LOG_LEVEL (debug, info, warn, error; default info); STATUS_EVENTS_QUEUE_URL
 // (the queue that committed status events are published to right away;
-// without it they wait in the outbox for the sweeper).
+// without it they wait in the outbox for the sweeper);
+// DATABASE_STATEMENT_TIMEOUT (a Go duration, default 5s: the database stops
+// any statement of the API that runs longer, and the request answers 503).
 package main
 
 import (
@@ -59,9 +61,15 @@ const (
 	shutdownTimeout   = 10 * time.Second
 )
 
+// defaultStatementTimeout bounds every statement of the API unless
+// DATABASE_STATEMENT_TIMEOUT says otherwise: well under the function's
+// 10 s timeout, far above any search served by an index.
+const defaultStatementTimeout = 5 * time.Second
+
 // config is what run reads from the environment.
 type config struct {
-	databaseURL string
+	databaseURL      string
+	statementTimeout time.Duration
 	jwtSecret   []byte
 	port        string
 	logLevel    slog.Level
@@ -83,6 +91,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.port == "" {
 		c.port = "8080"
+	}
+	c.statementTimeout = defaultStatementTimeout
+	if v := getenv("DATABASE_STATEMENT_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond {
+			return c, fmt.Errorf("DATABASE_STATEMENT_TIMEOUT %q: want a duration of at least 1ms, such as 5s", v)
+		}
+		c.statementTimeout = d
 	}
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
 		if err := c.logLevel.UnmarshalText([]byte(lvl)); err != nil {
@@ -166,6 +182,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // newHandler opens the database and wires the API handler, with the event
 // relay when one is configured. close releases the database.
 func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOptions ...func(*pgxpool.Config)) (h http.Handler, closeDB func(), err error) {
+	poolOptions = append(poolOptions, postgres.WithStatementTimeout(cfg.statementTimeout))
 	db, err := postgres.Open(ctx, cfg.databaseURL, poolOptions...)
 	if err != nil {
 		return nil, nil, err
@@ -177,6 +194,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 		Jobs:         db,
 		Applications: db,
 		Pinger:       db,
+		Logins:       db,
 		Relay:        relay,
 		Logger:       logger,
 		TokenKey:     cfg.jwtSecret,
