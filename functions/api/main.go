@@ -70,10 +70,10 @@ const defaultStatementTimeout = 5 * time.Second
 type config struct {
 	databaseURL      string
 	statementTimeout time.Duration
-	jwtSecret   []byte
-	port        string
-	logLevel    slog.Level
-	lambda      bool
+	jwtSecret        []byte
+	port             string
+	logLevel         slog.Level
+	lambda           bool
 	// aws is the AWS configuration, loaded once for every client the
 	// function makes (Secrets Manager, SQS).
 	aws aws.Config

@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -929,7 +930,7 @@ func TestAuthRoutesAreThrottledHarder(t *testing.T) {
 	if err := json.Unmarshal(auth.Properties, &p); err != nil {
 		t.Fatal(err)
 	}
-	if p.Path != "/v1/auth/{proxy+}" || p.Method != "POST" {
+	if p.Path != "/v1/auth/{proxy+}" || p.Method != http.MethodPost {
 		t.Errorf("Auth route %s %s; want POST /v1/auth/{proxy+}", p.Method, p.Path)
 	}
 	var api struct {

@@ -56,7 +56,7 @@ func (e *BlockedError) Error() string {
 // Is makes errors.Is(err, ErrTooManyAttempts) true.
 func (e *BlockedError) Is(target error) bool { return target == ErrTooManyAttempts }
 
-// ErrTooManyAttempts: logins to an account are refused for a while after
+// ErrTooManyAttempts is the kind of a login refused for a while after
 // repeated failures (see BlockedError for how long).
 var ErrTooManyAttempts = errors.New("too many failed logins")
 

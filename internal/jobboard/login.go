@@ -17,7 +17,7 @@ type LoginPolicy struct {
 	ResetAfter   time.Duration
 }
 
-// DefaultLoginPolicy: five failures, then blocks of 1 s, 2 s, 4 s ... up to
+// DefaultLoginPolicy is five failures, then blocks of 1 s, 2 s, 4 s ... up to
 // 15 minutes; a day without failures forgets them. The cap bounds how long
 // someone who knows an email can lock its owner out.
 var DefaultLoginPolicy = LoginPolicy{FreeAttempts: 5, BaseDelay: time.Second, MaxDelay: 15 * time.Minute, ResetAfter: 24 * time.Hour}
