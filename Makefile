@@ -24,7 +24,7 @@ ARTIFACTS_DIR ?= build
 LAMBDA_GOFLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
-.PHONY: dev test lint bench migrate build localaws rie invoke
+.PHONY: dev test lint bench fuzz migrate build localaws rie invoke
 .PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction
 
 ## dev: the whole system on this machine (see internal/devstack): PostgreSQL,
@@ -53,6 +53,19 @@ $(GOLANGCI_LINT):
 ## bench: the benchmarks, reported as ratios against baselines of the same run.
 bench: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+## fuzz: every fuzz target (func FuzzX in a _test.go file) for FUZZTIME
+## each, one after the other, e.g. `make fuzz FUZZTIME=30s`. Their seed
+## corpora (testdata/fuzz) also run as ordinary tests in `make test`; new
+## failing inputs land there too, to be kept as regression seeds.
+FUZZTIME ?= 30s
+fuzz:
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' internal functions | xargs -n1 dirname | sort -u); do \
+		for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -c6-); do \
+			echo "== $$dir $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./$$dir; \
+		done; \
+	done
 
 ## rie: the pinned Lambda Runtime Interface Emulator.
 rie: $(AWS_LAMBDA_RIE)

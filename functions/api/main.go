@@ -10,7 +10,9 @@
 // Lambda, generated per process locally when unset); PORT (default 8080);
 // LOG_LEVEL (debug, info, warn, error; default info); STATUS_EVENTS_QUEUE_URL
 // (the queue that committed status events are published to right away;
-// without it they wait in the outbox for the sweeper).
+// without it they wait in the outbox for the sweeper);
+// DATABASE_STATEMENT_TIMEOUT (a Go duration, default 5s: the database stops
+// any statement of the API that runs longer, and the request answers 503).
 package main
 
 import (
@@ -60,9 +62,15 @@ const (
 	shutdownTimeout   = 10 * time.Second
 )
 
+// defaultStatementTimeout bounds every statement of the API unless
+// DATABASE_STATEMENT_TIMEOUT says otherwise: well under the function's
+// 10 s timeout, far above any search served by an index.
+const defaultStatementTimeout = 5 * time.Second
+
 // config is what run reads from the environment.
 type config struct {
-	databaseURL string
+	databaseURL      string
+	statementTimeout time.Duration
 	// dbCredentials keep the user and password of new connections current
 	// when they come from Secrets Manager; nil locally.
 	dbCredentials *secret.DatabaseCredentials
@@ -88,6 +96,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.port == "" {
 		c.port = "8080"
+	}
+	c.statementTimeout = defaultStatementTimeout
+	if v := getenv("DATABASE_STATEMENT_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond {
+			return c, fmt.Errorf("DATABASE_STATEMENT_TIMEOUT %q: want a duration of at least 1ms, such as 5s", v)
+		}
+		c.statementTimeout = d
 	}
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
 		if err := c.logLevel.UnmarshalText([]byte(lvl)); err != nil {
@@ -205,6 +221,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 	if cfg.dbCredentials != nil {
 		poolOptions = append(poolOptions, postgres.WithCredentials(cfg.dbCredentials))
 	}
+	poolOptions = append(poolOptions, postgres.WithStatementTimeout(cfg.statementTimeout))
 	db, err := postgres.Open(ctx, cfg.databaseURL, poolOptions...)
 	if err != nil {
 		return nil, nil, err
@@ -216,6 +233,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 		Jobs:         db,
 		Applications: db,
 		Pinger:       db,
+		Logins:       db,
 		Relay:        relay,
 		Logger:       logger,
 		TokenKeys:    cfg.tokenKeys,

@@ -24,6 +24,7 @@ import (
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/httpapi/openapitest"
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
@@ -44,6 +45,8 @@ func TestConfigErrors(t *testing.T) {
 		{"no secret in Lambda", []string{"api"}, map[string]string{"DATABASE_URL": url, "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001"}, "JWT_SECRET"},
 		{"short secret", []string{"api"}, map[string]string{"DATABASE_URL": url, "JWT_SECRET": "short"}, "at least 32"},
 		{"bad log level", []string{"api"}, map[string]string{"DATABASE_URL": url, "LOG_LEVEL": "loud"}, "LOG_LEVEL"},
+		{"bad statement timeout", []string{"api"}, map[string]string{"DATABASE_URL": url, "DATABASE_STATEMENT_TIMEOUT": "5"}, "DATABASE_STATEMENT_TIMEOUT"},
+		{"zero statement timeout", []string{"api"}, map[string]string{"DATABASE_URL": url, "DATABASE_STATEMENT_TIMEOUT": "0s"}, "DATABASE_STATEMENT_TIMEOUT"},
 		{"unknown command", []string{"api", "serve"}, map[string]string{"DATABASE_URL": url}, "unknown command"},
 		{"unreachable database", []string{"api", "migrate"}, map[string]string{"DATABASE_URL": url}, "connect"},
 	}
@@ -54,6 +57,31 @@ func TestConfigErrors(t *testing.T) {
 				t.Fatalf("run: %v, want an error mentioning %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// DATABASE_STATEMENT_TIMEOUT reaches the pool: the API's connections carry
+// it as their statement_timeout, 5s unless set.
+func TestStatementTimeoutSetting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewURL(t)
+	for _, tt := range []struct{ value, want string }{{"", "5s"}, {"1500ms", "1500ms"}, {"2m", "2min"}} {
+		cfg, err := loadConfig(env(map[string]string{"DATABASE_STATEMENT_TIMEOUT": tt.value}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.databaseURL = url
+		db, err := postgres.Open(ctx, url, postgres.WithStatementTimeout(cfg.statementTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = db.Pool().QueryRow(ctx, "SHOW statement_timeout").Scan(&got)
+		db.Close()
+		if err != nil || got != tt.want {
+			t.Errorf("DATABASE_STATEMENT_TIMEOUT=%q: statement_timeout %q (%v), want %q", tt.value, got, err, tt.want)
+		}
 	}
 }
 

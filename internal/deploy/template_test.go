@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/awslabs/goformation/v7"
 	"github.com/awslabs/goformation/v7/cloudformation"
@@ -907,6 +909,81 @@ func TestHttpApiSendsEveryRouteToTheApiFunction(t *testing.T) {
 	logs := resourceName(api.AccessLogSettings.DestinationArn)
 	if tpl.raw.Resources[logs].Type != "AWS::Logs::LogGroup" || !json.Valid([]byte(strings.ReplaceAll(api.AccessLogSettings.Format, "$context.", "context."))) {
 		t.Errorf("HttpApi AccessLogSettings %+v; want a JSON format into a log group of this template", api.AccessLogSettings)
+	}
+}
+
+// Login and register have their own route, throttled by parameters below
+// the rest of the API: every request there costs an argon2id hash. The
+// template associates no WAF web ACL with the stage, because WAF cannot
+// protect an HTTP API; a resource that tried would not deploy.
+func TestAuthRoutesAreThrottledHarder(t *testing.T) {
+	t.Parallel()
+	tpl := loadTemplate(t)
+	fn := tpl.functionProps(t, "ApiFunction")
+	auth, ok := fn.Events["Auth"]
+	if !ok || auth.Type != "HttpApi" {
+		t.Fatalf("ApiFunction has no HttpApi event Auth: %v", fn.Events)
+	}
+	var p struct {
+		Path          string `json:"Path"`
+		Method        string `json:"Method"`
+		RouteSettings struct {
+			ThrottlingRateLimit  any `json:"ThrottlingRateLimit"`
+			ThrottlingBurstLimit any `json:"ThrottlingBurstLimit"`
+		} `json:"RouteSettings"`
+	}
+	if err := json.Unmarshal(auth.Properties, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Path != "/v1/auth/{proxy+}" || p.Method != http.MethodPost {
+		t.Errorf("Auth route %s %s; want POST /v1/auth/{proxy+}", p.Method, p.Path)
+	}
+	var api struct {
+		DefaultRouteSettings struct {
+			ThrottlingRateLimit  any `json:"ThrottlingRateLimit"`
+			ThrottlingBurstLimit any `json:"ThrottlingBurstLimit"`
+		} `json:"DefaultRouteSettings"`
+	}
+	tpl.props(t, "HttpApi", &api)
+	for _, pair := range [][2]any{
+		{p.RouteSettings.ThrottlingRateLimit, api.DefaultRouteSettings.ThrottlingRateLimit},
+		{p.RouteSettings.ThrottlingBurstLimit, api.DefaultRouteSettings.ThrottlingBurstLimit},
+	} {
+		auth, ok := tpl.paramOf(pair[0])
+		all, _ := tpl.paramOf(pair[1])
+		if !ok {
+			t.Errorf("Auth route throttling %v; want a parameter", pair[0])
+			continue
+		}
+		authDefault, _ := tpl.raw.Parameters[auth].Default.(float64)
+		allDefault, _ := tpl.raw.Parameters[all].Default.(float64)
+		if authDefault <= 0 || authDefault >= allDefault {
+			t.Errorf("%s defaults to %v; want less than %s (%v)", auth, authDefault, all, allDefault)
+		}
+	}
+	for name, r := range tpl.raw.Resources {
+		if strings.HasPrefix(r.Type, "AWS::WAFv2::") || strings.HasPrefix(r.Type, "AWS::WAF::") || strings.HasPrefix(r.Type, "AWS::WAFRegional::") {
+			t.Errorf("%s is a %s: WAF cannot be associated with an HTTP API stage", name, r.Type)
+		}
+	}
+}
+
+// The API's statement timeout is a parameter that the function reads as
+// DATABASE_STATEMENT_TIMEOUT, with a default in the form Go parses.
+func TestApiStatementTimeoutIsAParameter(t *testing.T) {
+	t.Parallel()
+	tpl := loadTemplate(t)
+	v := tpl.environment(t, "ApiFunction")["DATABASE_STATEMENT_TIMEOUT"]
+	name, ok := tpl.paramOf(v)
+	if !ok {
+		t.Fatalf("DATABASE_STATEMENT_TIMEOUT = %q; want a parameter", v)
+	}
+	def, _ := tpl.raw.Parameters[name].Default.(string)
+	if d, err := time.ParseDuration(def); err != nil || d <= 0 || d >= 10*time.Second {
+		t.Errorf("%s defaults to %q; want a Go duration under the function's 10 s timeout", name, def)
+	}
+	if !regexp.MustCompile(tpl.raw.Parameters[name].AllowedPattern).MatchString(def) {
+		t.Errorf("%s's default %q does not match its AllowedPattern", name, def)
 	}
 }
 

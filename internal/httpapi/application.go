@@ -209,6 +209,9 @@ func parseIfMatch(h http.Header) (precondition, error) {
 	}
 	c := precondition{present: true}
 	rest := strings.TrimSpace(strings.Join(lines, ","))
+	if p := headerProblem(rest); p != "" {
+		return c, badRequest("If-Match", p)
+	}
 	if rest == "*" {
 		c.any = true
 		return c, nil

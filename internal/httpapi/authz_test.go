@@ -35,7 +35,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"patch job", "PATCH", fmt.Sprintf("/v1/jobs/%d", w.job.ID), map[string]any{"title": "Hacked"}, 401, 404, 404},
 		{"close job", "PATCH", fmt.Sprintf("/v1/jobs/%d", w.job.ID), map[string]any{"status": "closed"}, 401, 404, 404},
 		{"apply", "POST", fmt.Sprintf("/v1/jobs/%d/applications", w.job.ID), map[string]any{}, 401, 201, 403},
-		{"apply to closed job", "POST", fmt.Sprintf("/v1/jobs/%d/applications", closed.ID), map[string]any{}, 401, 409, 403},
+		{"apply to closed job", "POST", fmt.Sprintf("/v1/jobs/%d/applications", closed.ID), map[string]any{}, 401, 404, 403},
 		{"job's applications", "GET", fmt.Sprintf("/v1/jobs/%d/applications", w.job.ID), nil, 401, 404, 404},
 		{"application", "GET", app, nil, 401, 404, 404},
 		{"history", "GET", app + "/history", nil, 401, 404, 404},

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -177,6 +178,56 @@ func BenchmarkLambdaVsDirect(b *testing.B) {
 			}
 			if directNs > 0 {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/directNs, "×direct")
+			}
+		})
+	}
+}
+
+// BenchmarkSearchWorstShapes: the searches of the red-team findings over
+// 100,000 jobs, served in-process, each reported as a ratio to a plain
+// first page (GET /v1/jobs) measured in the same run ("x-plain"). Each
+// shape must be answered by an index (or refused before the database),
+// not by reading every open job: the aim is at most 3× the plain page.
+func BenchmarkSearchWorstShapes(b *testing.B) {
+	h, _ := benchServer(b, 100_000)
+	// q is at most 200 characters: 36 one- and two-character words joined
+	// by "or" are the most that fit; 40 are refused before the database.
+	orTerms := strings.Fields("b c e f g h j k l n p q r u v w x z 0 1 2 3 4 5 6 7 8 9 bb cc ee ff gg hh jj kk")
+	orTerms40 := append(strings.Fields("ll nn pp qq"), orTerms...)
+	phrase := strings.Fields("keep production reliable with python notebooks and dashboards while you design products in figma for patients on a busy ward and ship orders from our modern warehouse every single day")
+	shapes := []struct {
+		name, query string
+		status      int
+	}{
+		{"no-match location", "location=Atlantis", http.StatusOK},
+		{"very large salary_min", "salary_min=100000000", http.StatusOK},
+		{"negation with a no-match location", "q=" + url.QueryEscape("engineer -python") + "&location=Atlantis", http.StatusOK},
+		{"negation with a large salary_min", "q=" + url.QueryEscape("engineer -python") + "&salary_min=100000000", http.StatusOK},
+		{"only negations", "q=" + url.QueryEscape("-engineer -python -nurse -designer -analyst -manager"), http.StatusBadRequest},
+		{fmt.Sprintf("%d OR terms", len(orTerms)), "q=" + url.QueryEscape(strings.Join(orTerms, " or ")), http.StatusOK},
+		{fmt.Sprintf("%d OR terms", len(orTerms40)), "q=" + url.QueryEscape(strings.Join(orTerms40, " or ")), http.StatusBadRequest},
+		{fmt.Sprintf("%d-word phrase", len(phrase)), "q=" + url.QueryEscape(`"`+strings.Join(phrase, " ")+`"`), http.StatusOK},
+		{"all filters combined", "q=engineer&location=Berlin&remote=true&employment_type=temporary&salary_min=150000", http.StatusOK},
+	}
+	measure := func(b *testing.B, target string, status int) float64 {
+		serve(b, h, target, status)
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		for b.Loop() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != status {
+				b.Fatalf("%s: status %d", target, rec.Code)
+			}
+		}
+		return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	}
+	var plainNs float64
+	b.Run("plain first page", func(b *testing.B) { plainNs = measure(b, "/v1/jobs", http.StatusOK) })
+	for _, s := range shapes {
+		b.Run(s.name, func(b *testing.B) {
+			ns := measure(b, "/v1/jobs?"+s.query, s.status)
+			if plainNs > 0 {
+				b.ReportMetric(ns/plainNs, "x-plain")
 			}
 		})
 	}

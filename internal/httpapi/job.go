@@ -62,12 +62,31 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) error {
 
 // searchJobs lists open jobs, newest first, one keyset page at a time.
 // GET /v1/jobs?q&location&remote&employment_type&salary_min&company_id&limit&cursor
-// → 200 page of jobs; 400 for a bad parameter or cursor.
+// → 200 page of jobs; 400 for a bad parameter or cursor, or a q of only
+// negated words; 503 when the search runs past the statement timeout.
 func (s *server) searchJobs(w http.ResponseWriter, r *http.Request) error {
 	a, signedIn, err := s.optionalActor(r)
 	if err != nil {
 		return err
 	}
+	f, err := jobFilter(r)
+	if err != nil {
+		return err
+	}
+	var actor *jobboard.Actor
+	if signedIn {
+		actor = &a
+	}
+	p, err := s.jobs.SearchJobs(r.Context(), actor, f)
+	if err != nil {
+		return fmt.Errorf("search jobs: %w", err)
+	}
+	return writeJSON(w, http.StatusOK, newPage(p))
+}
+
+// jobFilter reads the query parameters of a job search. Errors:
+// *requestError naming every bad parameter.
+func jobFilter(r *http.Request) (jobboard.JobFilter, error) {
 	q := newQuery(r, "q", "location", "remote", "employment_type", "salary_min", "company_id", "limit", "cursor")
 	f := jobboard.JobFilter{
 		Query:     q.text("q", maxQueryLen),
@@ -84,18 +103,7 @@ func (s *server) searchJobs(w http.ResponseWriter, r *http.Request) error {
 			q.fail("employment_type", fmt.Sprintf("must be one of %v", jobboard.EmploymentTypes))
 		}
 	}
-	if err := q.done(); err != nil {
-		return err
-	}
-	var actor *jobboard.Actor
-	if signedIn {
-		actor = &a
-	}
-	p, err := s.jobs.SearchJobs(r.Context(), actor, f)
-	if err != nil {
-		return fmt.Errorf("search jobs: %w", err)
-	}
-	return writeJSON(w, http.StatusOK, newPage(p))
+	return f, q.done()
 }
 
 // updateJob changes a job with JSON merge-patch semantics (RFC 7396):
@@ -179,15 +187,25 @@ func (p salaryPatch) mergeInto(current *jobboard.Salary) (*jobboard.Salary, erro
 	return &out, nil
 }
 
+// jobPatchMembers are the members a job's merge patch may have.
+var jobPatchMembers = members{
+	"title": nil, "description": nil, "location": nil, "remote": nil, "employment_type": nil, "status": nil,
+	"salary": {"min": nil, "max": nil, "currency": nil},
+}
+
 // parseJobPatch reads a merge-patch document into a JobPatch. A salary
 // object with fewer than all three members comes back separately, to be
-// merged with the current salary. Errors: *requestError for unknown members
-// or wrong JSON types, *jobboard.ValidationError for null salary members.
+// merged with the current salary. Errors: *requestError for malformed JSON,
+// unknown or repeated members, bad text (see checkBody) or wrong JSON types,
+// *jobboard.ValidationError for null salary members.
 func parseJobPatch(body []byte) (jobboard.JobPatch, *salaryPatch, error) {
 	var (
 		p       jobboard.JobPatch
 		members map[string]json.RawMessage
 	)
+	if err := checkBody(body, jobPatchMembers); err != nil {
+		return p, nil, err
+	}
 	if err := json.Unmarshal(body, &members); err != nil {
 		return p, nil, jsonError(err)
 	}

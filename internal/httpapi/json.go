@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
+	"sync"
+	"time"
 )
 
 // maxBodyBytes is the largest request body read; a larger one answers 413.
@@ -19,12 +23,22 @@ const (
 	mediaProblem = "application/problem+json"
 )
 
-// decodeJSON reads the request body, at most maxBodyBytes, into v. It refuses
-// unknown fields, a body that is not a JSON object, and trailing data.
-// Errors: *requestError (400), *http.MaxBytesError (413).
+// decodeJSON reads the request body, at most maxBodyBytes, into v, a
+// pointer to a struct. Before decoding it checks the body with checkBody
+// against the struct's json member names, so a member name that matches
+// only when case is ignored, a repeated member, and text with NUL or invalid
+// UTF-8 are refused. Errors: *requestError (400), *http.MaxBytesError (413).
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := readBody(w, r)
 	if err != nil {
+		return err
+	}
+	return decodeBody(body, v)
+}
+
+// decodeBody is decodeJSON on a body already read. Errors: *requestError.
+func decodeBody(body []byte, v any) error {
+	if err := checkBody(body, membersOf(reflect.TypeOf(v))); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -61,8 +75,8 @@ func decodeValid[T validatable](w http.ResponseWriter, r *http.Request) (T, erro
 	return in, in.Validate()
 }
 
-// readBody reads the whole body (at most maxBodyBytes) and checks that it is
-// exactly one JSON object with nothing after it.
+// readBody reads the whole body (at most maxBodyBytes) and checks that it
+// is not empty and starts like a JSON object; checkBody checks the rest.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
@@ -79,15 +93,184 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if body[0] != '{' {
 		return nil, badRequest("", "The request body must be a JSON object.")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return nil, jsonError(err)
-	}
-	if dec.InputOffset() != int64(len(body)) {
-		return nil, badRequest("", "The request body has data after the JSON object.")
-	}
 	return body, nil
+}
+
+// members is the shape of the JSON objects a body may hold: each member
+// name an object may have, with the shape of its value when that is an
+// object or an array of objects, else nil. A nil members does not restrict
+// names.
+type members map[string]members
+
+// memberShapes caches membersOf per type.
+var memberShapes sync.Map // reflect.Type → members
+
+// membersOf returns the shape that encoding/json would decode into t, from
+// the json tags of its struct fields: nil for a type that is not a struct
+// (or a pointer to, or slice of, one).
+func membersOf(t reflect.Type) members {
+	for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct || t == reflect.TypeFor[time.Time]() {
+		return nil
+	}
+	if m, ok := memberShapes.Load(t); ok {
+		return m.(members)
+	}
+	m := members{}
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		m[name] = membersOf(f.Type)
+	}
+	memberShapes.Store(t, m)
+	return m
+}
+
+// frame is one open object or array while checkBody walks a body.
+type frame struct {
+	object   bool
+	shape    members
+	path     string          // the field name of this value ("" at the top)
+	seen     map[string]bool // member names met so far (objects)
+	wantName bool            // the next string is a member name (objects)
+	name     string          // the current member's name (objects)
+}
+
+// checkBody walks a body token by token, before anything is decoded, and
+// refuses, naming the member (salary.currency for a nested one): text with
+// NUL or invalid UTF-8 (raw bytes or unpaired surrogate escapes, which
+// encoding/json would quietly replace with U+FFFD), a member name given
+// twice in one object (encoding/json keeps the last), and a name that shape
+// does not list exactly (encoding/json would match "Title" to "title"). It
+// also refuses malformed JSON and data after the object. Errors:
+// *requestError.
+func checkBody(body []byte, shape members) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var (
+		stack []*frame
+		prev  int64
+	)
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return jsonError(err)
+		}
+		end := dec.InputOffset()
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{', '[':
+				path, sh := valueOf(top, shape)
+				stack = append(stack, &frame{object: v == '{', shape: sh, path: path, seen: map[string]bool{}, wantName: true})
+			default:
+				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					if end != int64(len(body)) {
+						return badRequest("", "The request body has data after the JSON object.")
+					}
+					return nil
+				}
+				valueDone(stack[len(stack)-1])
+			}
+		case string:
+			raw := rawString(body, prev, end)
+			if top != nil && top.object && top.wantName {
+				field := joinField(top.path, printable(v))
+				if p := jsonStringProblem(raw); p != "" {
+					return badRequest(field, "has a name that "+p)
+				}
+				if top.seen[v] {
+					return badRequest(field, "appears more than once")
+				}
+				top.seen[v] = true
+				if top.shape != nil {
+					if _, known := top.shape[v]; !known {
+						return badRequest(field, unknownMember(top.shape, v))
+					}
+				}
+				top.name, top.wantName = v, false
+				break
+			}
+			if p := jsonStringProblem(raw); p != "" {
+				path, _ := valueOf(top, shape)
+				if path == "" {
+					path = "body"
+				}
+				return badRequest(path, p)
+			}
+			valueDone(top)
+		default:
+			valueDone(top)
+		}
+		prev = end
+	}
+}
+
+// valueOf returns the field name and shape of the value that starts inside
+// top (nil: at the top level).
+func valueOf(top *frame, shape members) (string, members) {
+	switch {
+	case top == nil:
+		return "", shape
+	case !top.object:
+		return top.path, top.shape
+	case top.shape == nil:
+		return joinField(top.path, printable(top.name)), nil
+	}
+	return joinField(top.path, printable(top.name)), top.shape[top.name]
+}
+
+// valueDone moves an object's frame on to its next member name.
+func valueDone(top *frame) {
+	if top != nil && top.object {
+		top.wantName = true
+	}
+}
+
+func joinField(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// rawString returns the bytes between the quotes of the string token that
+// ends at end; it starts after prev, past white space, commas and colons.
+func rawString(body []byte, prev, end int64) []byte {
+	start := prev
+	for start < end && body[start] != '"' {
+		start++
+	}
+	if end-start < 2 {
+		return nil
+	}
+	return body[start+1 : end-1]
+}
+
+// unknownMember explains a member name that shape does not list, pointing
+// at the right spelling when only the case differs.
+func unknownMember(shape members, name string) string {
+	for known := range shape {
+		if strings.EqualFold(known, name) {
+			return fmt.Sprintf("is not a known field (names are case-sensitive: %q)", known)
+		}
+	}
+	return "is not a known field"
 }
 
 // jsonError describes a decoding error without echoing internals.

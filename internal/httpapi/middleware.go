@@ -80,7 +80,10 @@ func (s *server) observe(next http.Handler) http.Handler {
 				pattern = "unmatched"
 			}
 			level := slog.LevelInfo
-			if rec.status >= 500 {
+			switch {
+			case rec.status == http.StatusServiceUnavailable:
+				level = slog.LevelWarn // overload or an outage, not a bug: logged where it starts
+			case rec.status >= 500:
 				level = slog.LevelError
 			}
 			log.LogAttrs(ctx, level, "request",

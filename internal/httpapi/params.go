@@ -40,7 +40,8 @@ type query struct {
 }
 
 // newQuery parses r's query string and checks it names only allowed
-// parameters, each once.
+// parameters, each once, with values that are text PostgreSQL can store
+// (no NUL, valid UTF-8).
 func newQuery(r *http.Request, allowed ...string) *query {
 	q := &query{}
 	values, err := url.ParseQuery(r.URL.RawQuery)
@@ -57,10 +58,15 @@ func newQuery(r *http.Request, allowed ...string) *query {
 	for _, name := range names {
 		vs := values[name]
 		switch {
+		case textProblem(name) != "":
+			q.fail(printable(name), "has a name that "+textProblem(name))
 		case !slices.Contains(allowed, name):
 			q.fail(name, "is not a known query parameter")
 		case len(vs) > 1:
 			q.fail(name, "must be given at most once")
+		case textProblem(vs[0]) != "":
+			q.fail(name, textProblem(vs[0]))
+			delete(q.values, name) // so that no reader uses it
 		}
 	}
 	return q

@@ -30,11 +30,14 @@ const (
 	keyLen  = 32
 )
 
-// Bounds accepted when reading a stored hash, so a corrupt row cannot make
-// a login allocate gigabytes or panic inside argon2.
+// Bounds accepted when reading a stored hash, so that a corrupt or planted
+// row cannot make one login allocate more than 64 MiB or run for seconds,
+// or panic inside argon2. They are well above DefaultPasswordParams (19 MiB,
+// 2 passes, 1 lane), leaving room to raise the cost of new hashes.
 const (
-	maxMemoryKiB = 1 << 20 // 1 GiB
-	maxTime      = 100
+	maxMemoryKiB = 64 << 10 // 64 MiB
+	maxTime      = 10
+	maxThreads   = 4
 )
 
 var errMalformedHash = errors.New("malformed argon2id hash")
@@ -92,7 +95,7 @@ func parseHash(encoded string) (PasswordParams, []byte, []byte, error) {
 	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &p.MemoryKiB, &p.Time, &p.Threads); err != nil {
 		return p, nil, nil, fmt.Errorf("%w: parameters %q", errMalformedHash, parts[3])
 	}
-	if p.Time < 1 || p.Time > maxTime || p.Threads < 1 || p.MemoryKiB < 8*uint32(p.Threads) || p.MemoryKiB > maxMemoryKiB {
+	if p.Time < 1 || p.Time > maxTime || p.Threads < 1 || p.Threads > maxThreads || p.MemoryKiB < 8*uint32(p.Threads) || p.MemoryKiB > maxMemoryKiB {
 		return p, nil, nil, fmt.Errorf("%w: parameters out of bounds %q", errMalformedHash, parts[3])
 	}
 	b64 := base64.RawStdEncoding

@@ -67,3 +67,27 @@ func TestPasswordHashesRefuseMalformed(t *testing.T) {
 		}
 	}
 }
+
+// Stored hashes may not ask for more than the API would ever use: at most
+// 64 MiB, 10 passes and 4 lanes, so that one bad row cannot make a login
+// allocate a gigabyte or run for seconds.
+func TestPasswordHashParameterBounds(t *testing.T) {
+	t.Parallel()
+	h := newPasswordHasher(PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1})
+	good := strings.Split(h.hash("pw"), "$")
+	with := func(params string) string {
+		parts := append([]string(nil), good...)
+		parts[3] = params
+		return strings.Join(parts, "$")
+	}
+	for _, params := range []string{"m=65537,t=1,p=1", "m=1048576,t=1,p=1", "m=64,t=11,p=1", "m=64,t=100,p=1", "m=64,t=1,p=5"} {
+		if _, _, _, err := parseHash(with(params)); !errors.Is(err, errMalformedHash) {
+			t.Errorf("parseHash with %s: %v; want errMalformedHash", params, err)
+		}
+	}
+	for _, params := range []string{"m=65536,t=10,p=4", "m=19456,t=2,p=1", "m=32,t=1,p=4"} {
+		if _, _, _, err := parseHash(with(params)); err != nil {
+			t.Errorf("parseHash with %s: %v; want it accepted", params, err)
+		}
+	}
+}

@@ -29,6 +29,8 @@ const (
 	kindValidation           = "validation"
 	kindInternal             = "internal"
 	kindUnavailable          = "unavailable"
+	kindQueryTimeout         = "query-timeout"
+	kindTooManyAttempts      = "too-many-attempts"
 )
 
 // problem is an RFC 9457 problem details object. Errors (field-level detail)
@@ -110,8 +112,19 @@ func problemFor(err error) (problem, bool) {
 		se       *statusError
 		tooLarge *http.MaxBytesError
 		te       *jobboard.TransitionError
+		blocked  *jobboard.BlockedError
 	)
 	switch {
+	case errors.As(err, &blocked):
+		return newProblem(http.StatusTooManyRequests, kindTooManyAttempts,
+			"Too many failed logins for this account; wait for the time given in Retry-After."), false
+	case errors.Is(err, jobboard.ErrUnsearchable):
+		p := newProblem(http.StatusBadRequest, kindBadRequest, "The query string has invalid parameters.")
+		p.Errors = []jobboard.FieldError{{Field: "q", Detail: "needs a word to search for: words after - only exclude, and cannot be searched alone"}}
+		return p, false
+	case errors.Is(err, jobboard.ErrTimeout):
+		return newProblem(http.StatusServiceUnavailable, kindQueryTimeout,
+			"The request took too long to answer and was stopped; try again later, or narrow the search."), false
 	case errors.As(err, &tooLarge):
 		return newProblem(http.StatusRequestEntityTooLarge, kindBodyTooLarge,
 			"The request body is larger than 1 MiB."), false

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
@@ -43,6 +45,12 @@ type Config struct {
 	// Password sets the argon2id cost of new password hashes. Zero:
 	// DefaultPasswordParams. Tests use cheaper ones.
 	Password PasswordParams
+	// Logins counts failed logins per account and blocks an account that
+	// fails too often (answering 429 with Retry-After). Nil: no backoff.
+	Logins jobboard.LoginThrottle
+	// LoginPolicy says when and for how long. Zero:
+	// jobboard.DefaultLoginPolicy.
+	LoginPolicy jobboard.LoginPolicy
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 }
@@ -66,6 +74,9 @@ type server struct {
 	log          *slog.Logger
 	tokens       tokenIssuer
 	passwords    passwordHasher
+	logins       jobboard.LoginThrottle
+	loginPolicy  jobboard.LoginPolicy
+	now          func() time.Time
 	mux          *http.ServeMux
 	patterns     []string // registered routes, for tests
 }
@@ -93,6 +104,9 @@ func newServer(cfg Config) *server {
 	if cfg.Password == (PasswordParams{}) {
 		cfg.Password = DefaultPasswordParams
 	}
+	if cfg.LoginPolicy == (jobboard.LoginPolicy{}) {
+		cfg.LoginPolicy = jobboard.DefaultLoginPolicy
+	}
 	s := &server{
 		users:        cfg.Users,
 		companies:    cfg.Companies,
@@ -103,6 +117,9 @@ func newServer(cfg Config) *server {
 		log:          cfg.Logger,
 		tokens:       tokenIssuer{keys: cfg.TokenKeys, ttl: cfg.TokenTTL, now: cfg.Now},
 		passwords:    newPasswordHasher(cfg.Password),
+		logins:       cfg.Logins,
+		loginPolicy:  cfg.LoginPolicy,
+		now:          cfg.Now,
 		mux:          http.NewServeMux(),
 	}
 	s.addRoutes()
@@ -135,16 +152,23 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		log.WarnContext(ctx, "request cancelled by the client", slog.Any("err", err))
 	case unexpected:
 		log.ErrorContext(ctx, "request failed", slog.Any("err", err))
+	case errors.Is(err, jobboard.ErrTimeout):
+		log.WarnContext(ctx, "statement timeout", slog.Any("err", err))
 	}
 	s.writeProblem(w, r, p, err)
 }
 
-// writeProblem writes p, with the request's path and id, and the
-// WWW-Authenticate challenge that a 401 requires.
+// writeProblem writes p, with the request's path and id, the
+// WWW-Authenticate challenge that a 401 requires, and the Retry-After of a
+// 429.
 func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem, err error) {
 	ctx := r.Context()
 	p.Instance = r.URL.Path
 	p.RequestID = requestIDFrom(ctx)
+	var blocked *jobboard.BlockedError
+	if p.Status == http.StatusTooManyRequests && errors.As(err, &blocked) {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(blocked.RetryAfter.Seconds())), 10))
+	}
 	if p.Status == http.StatusUnauthorized {
 		challenge := `Bearer realm="jobboard"`
 		var te *tokenError

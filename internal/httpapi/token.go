@@ -209,10 +209,15 @@ func (s *server) actor(r *http.Request) (jobboard.Actor, error) {
 // optionalActor is actor for endpoints open to anonymous callers: no
 // Authorization header means anonymous (false), but a header with a bad token
 // is still an error, so that a client with an expired token learns of it.
+// A header that is not text (invalid UTF-8, control characters) is a
+// *requestError.
 func (s *server) optionalActor(r *http.Request) (jobboard.Actor, bool, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return jobboard.Actor{}, false, nil
+	}
+	if p := headerProblem(h); p != "" {
+		return jobboard.Actor{}, false, badRequest("Authorization", p)
 	}
 	scheme, token, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {

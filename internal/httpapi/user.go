@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,8 +37,10 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) error {
 }
 
 // login checks an email and password and signs the user in. An unknown
-// email and a wrong password get the same answer after the same work.
-// POST /v1/auth/login → 200 session; 401 invalid-credentials; 422.
+// email and a wrong password get the same answer after the same work, and
+// so does an account blocked after repeated failures (429, before any
+// hashing), whether or not it exists.
+// POST /v1/auth/login → 200 session; 401 invalid-credentials; 422; 429.
 func (s *server) login(w http.ResponseWriter, r *http.Request) error {
 	var in jobboard.Credentials
 	if err := decodeJSON(w, r, &in); err != nil {
@@ -46,11 +50,22 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) error {
 	if err := validateCredentials(email, in.Password); err != nil {
 		return err
 	}
-	u, hash, err := s.users.UserByEmail(r.Context(), email)
+	ctx := r.Context()
+	key := loginKey(email)
+	if s.logins != nil {
+		wait, err := s.logins.LoginBlocked(ctx, key, s.now())
+		if err != nil {
+			return fmt.Errorf("login: %w", err)
+		}
+		if wait > 0 {
+			return &jobboard.BlockedError{RetryAfter: wait}
+		}
+	}
+	u, hash, err := s.users.UserByEmail(ctx, email)
 	switch {
 	case errors.Is(err, jobboard.ErrNotFound):
 		s.passwords.burn(in.Password)
-		return jobboard.ErrInvalidCredentials
+		return s.loginFailed(ctx, key)
 	case err != nil:
 		return fmt.Errorf("login: %w", err)
 	}
@@ -59,9 +74,32 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("verify password of user %d: %w", u.ID, err)
 	}
 	if !ok {
-		return jobboard.ErrInvalidCredentials
+		return s.loginFailed(ctx, key)
+	}
+	if s.logins != nil {
+		if err := s.logins.LoginSucceeded(ctx, key); err != nil {
+			return fmt.Errorf("login of user %d: %w", u.ID, err)
+		}
 	}
 	return s.writeSession(w, r, http.StatusOK, u)
+}
+
+// loginKey is the key of an account's failed logins: a digest of the
+// normalised email, so that the count does not keep addresses in clear.
+func loginKey(email string) []byte {
+	sum := sha256.Sum256([]byte(email))
+	return sum[:]
+}
+
+// loginFailed counts a failed login and returns the answer to give:
+// jobboard.ErrInvalidCredentials, or the storage error.
+func (s *server) loginFailed(ctx context.Context, key []byte) error {
+	if s.logins != nil {
+		if err := s.logins.LoginFailed(ctx, key, s.now(), s.loginPolicy); err != nil {
+			return fmt.Errorf("login: %w", err)
+		}
+	}
+	return jobboard.ErrInvalidCredentials
 }
 
 // validateCredentials rejects input that cannot be a login (before any

@@ -140,7 +140,8 @@ type HistoryEntry struct {
 // job's company. Anyone else gets ErrNotFound.
 type ApplicationStore interface {
 	// Apply stores a candidate's application to an open job.
-	// Errors: ErrNotFound (no such open job), ErrJobClosed,
+	// Errors: ErrNotFound (no such job, or a closed one the actor may not
+	// see), ErrJobClosed (closed, and the actor is a member of its company),
 	// ErrDuplicateApplication, ErrForbidden (actor is not a candidate).
 	Apply(ctx context.Context, actor Actor, jobID int64, a NewApplication) (Application, error)
 	// Application returns one application. Errors: ErrNotFound.

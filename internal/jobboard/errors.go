@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Error kinds. Adapters wrap them with context (fmt.Errorf("...: %w", ErrX));
@@ -32,7 +33,32 @@ var (
 	ErrInvalidTransition = errors.New("invalid status transition")
 	// ErrPreconditionFailed: an If-Match version is stale.
 	ErrPreconditionFailed = errors.New("precondition failed")
+	// ErrTimeout: the database gave up on a statement that ran longer than
+	// the configured limit. The request may succeed later or in a narrower
+	// form; it is not the client's fault and not a bug.
+	ErrTimeout = errors.New("statement timed out")
+	// ErrUnsearchable: a text search has no word that an index can look up
+	// (only negated words), so answering it would read every job.
+	ErrUnsearchable = errors.New("the search query has no word to search for")
 )
+
+// BlockedError is a login refused because the account failed too often. It
+// matches ErrTooManyAttempts.
+type BlockedError struct {
+	// RetryAfter is how long until the next attempt is accepted.
+	RetryAfter time.Duration
+}
+
+func (e *BlockedError) Error() string {
+	return fmt.Sprintf("too many failed logins; retry after %s", e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrTooManyAttempts) true.
+func (e *BlockedError) Is(target error) bool { return target == ErrTooManyAttempts }
+
+// ErrTooManyAttempts is the kind of a login refused for a while after
+// repeated failures (see BlockedError for how long).
+var ErrTooManyAttempts = errors.New("too many failed logins")
 
 // FieldError is one invalid input field.
 type FieldError struct {

@@ -181,8 +181,11 @@ const (
 
 // JobFilter selects jobs for a search. Zero values mean "any".
 type JobFilter struct {
-	// Query is full-text search over title and description (web-search syntax).
-	Query          string
+	// Query is full-text search over title and description (web-search
+	// syntax). It needs a word that is not negated: ErrUnsearchable.
+	Query string
+	// Location matches a job's whole location, ignoring case: an exact
+	// match that an index answers, not a substring search.
 	Location       string
 	Remote         *bool
 	EmploymentType EmploymentType
@@ -208,12 +211,13 @@ type JobStore interface {
 	// company does not exist or the actor is not its member.
 	CreateJob(ctx context.Context, actor Actor, companyID int64, j NewJob) (Job, error)
 	// Job returns an open job, or a closed one to a member of its company.
-	// Errors: ErrNotFound.
+	// Errors: ErrNotFound, ErrTimeout.
 	Job(ctx context.Context, actor *Actor, id int64) (Job, error)
 	// UpdateJob applies a patch to a job of a company the actor is a member
 	// of. Errors: ErrNotFound, *ValidationError.
 	UpdateJob(ctx context.Context, actor Actor, id int64, p JobPatch) (Job, error)
 	// SearchJobs returns open jobs matching f, newest first; a member filtering
-	// by its own company also sees closed ones. actor may be nil.
+	// by its own company also sees closed ones. actor may be nil. Errors:
+	// ErrUnsearchable, ErrTimeout.
 	SearchJobs(ctx context.Context, actor *Actor, f JobFilter) (Page[Job], error)
 }

@@ -45,14 +45,20 @@ WHERE j.id = $1 AND j.status = 'open'
   AND EXISTS (SELECT 1 FROM users u WHERE u.id = $2 AND u.role = 'candidate')
 RETURNING ` + applicationColumns
 
-// applyRefusedSQL explains, after applySQL inserted nothing, why.
-const applyRefusedSQL = `SELECT j.status FROM jobs j WHERE j.id = $1`
+// applyRefusedSQL explains, after applySQL inserted nothing, why: whether
+// the job exists, its status, and whether the actor $2 is a member of its
+// company (and so may see it closed).
+const applyRefusedSQL = `
+SELECT j.status, EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2)
+FROM jobs j WHERE j.id = $1`
 
 // Apply stores a candidate's application to an open job. Errors:
 // jobboard.ErrForbidden when the actor is not a candidate,
-// jobboard.ErrNotFound when the job does not exist, jobboard.ErrJobClosed
-// when it is closed, jobboard.ErrDuplicateApplication when the candidate has
-// applied to it already.
+// jobboard.ErrNotFound when the job does not exist or is closed and the
+// actor may not see it (as Job answers), jobboard.ErrJobClosed when it is
+// closed and the actor is a member of its company,
+// jobboard.ErrDuplicateApplication when the candidate has applied to it
+// already.
 func (db *DB) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na jobboard.NewApplication) (jobboard.Application, error) {
 	if actor.Role != jobboard.RoleCandidate {
 		return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, jobboard.ErrForbidden)
@@ -68,19 +74,27 @@ func (db *DB) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na j
 		// The job was deleted between the SELECT and the foreign key check.
 		err = jobboard.ErrNotFound
 	case errors.Is(err, pgx.ErrNoRows):
-		err = applyRefused(ctx, db.pool, jobID)
+		err = applyRefused(ctx, db.pool, jobID, actor.UserID)
 	}
-	return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, err)
+	return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, timeout(ctx, err))
 }
 
-// applyRefused finds the reason applySQL inserted nothing.
-func applyRefused(ctx context.Context, q querier, jobID int64) error {
-	var status jobboard.JobStatus
-	if err := q.QueryRow(ctx, applyRefusedSQL, jobID).Scan(&status); err != nil {
-		return notFound(err)
+// applyRefused finds the reason applySQL inserted nothing. A closed job is
+// ErrNotFound to whoever may not see it, so that applying does not reveal
+// what GET hides.
+func applyRefused(ctx context.Context, q querier, jobID, actorID int64) error {
+	var (
+		status jobboard.JobStatus
+		member bool
+	)
+	if err := q.QueryRow(ctx, applyRefusedSQL, jobID, actorID).Scan(&status, &member); err != nil {
+		return notFound(timeout(ctx, err))
 	}
-	if status != jobboard.JobOpen {
+	switch {
+	case status != jobboard.JobOpen && member:
 		return jobboard.ErrJobClosed
+	case status != jobboard.JobOpen:
+		return jobboard.ErrNotFound
 	}
 	// The job is open, so the users table says the actor is no candidate.
 	return jobboard.ErrForbidden
@@ -104,7 +118,7 @@ func (db *DB) Application(ctx context.Context, actor jobboard.Actor, id int64) (
 	rows, _ := db.pool.Query(ctx, applicationSQL, id, actor.UserID)
 	a, err := pgx.CollectExactlyOneRow(rows, scanApplication)
 	if err != nil {
-		return jobboard.Application{}, fmt.Errorf("application %d: %w", id, notFound(err))
+		return jobboard.Application{}, fmt.Errorf("application %d: %w", id, notFound(timeout(ctx, err)))
 	}
 	return a, nil
 }
@@ -136,14 +150,14 @@ func (db *DB) JobApplications(ctx context.Context, actor jobboard.Actor, jobID i
 	rows, _ := db.pool.Query(ctx, jobApplicationsSQL, jobID, actor.UserID, afterCursor(after), limit+1)
 	apps, err := pgx.CollectRows(rows, scanApplication)
 	if err != nil {
-		return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID, err)
+		return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID, timeout(ctx, err))
 	}
 	if len(apps) == 0 {
 		// An empty page is either a job without (more) applications or a
 		// job the actor may not see; only the second is an error.
 		var member bool
 		if err := db.pool.QueryRow(ctx, jobMemberSQL, jobID, actor.UserID).Scan(&member); err != nil {
-			return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID, err)
+			return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID, timeout(ctx, err))
 		}
 		if !member {
 			return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID, jobboard.ErrNotFound)
@@ -169,7 +183,7 @@ func (db *DB) CandidateApplications(ctx context.Context, actor jobboard.Actor, l
 	rows, _ := db.pool.Query(ctx, candidateApplicationsSQL, actor.UserID, afterCursor(after), limit+1)
 	apps, err := pgx.CollectRows(rows, scanApplication)
 	if err != nil {
-		return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of candidate %d: %w", actor.UserID, err)
+		return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of candidate %d: %w", actor.UserID, timeout(ctx, err))
 	}
 	return pageOf(apps, limit, applicationID), nil
 }
@@ -258,7 +272,7 @@ func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, 
 		return nil
 	})
 	if err != nil {
-		return jobboard.Application{}, nil, fmt.Errorf("change status of application %d: %w", id, err)
+		return jobboard.Application{}, nil, fmt.Errorf("change status of application %d: %w", id, timeout(ctx, err))
 	}
 	return app, event, nil
 }
@@ -290,13 +304,13 @@ func (db *DB) History(ctx context.Context, actor jobboard.Actor, id int64) ([]jo
 		return h, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("history of application %d: %w", id, err)
+		return nil, fmt.Errorf("history of application %d: %w", id, timeout(ctx, err))
 	}
 	if len(entries) == 0 {
 		// No rows: an application never changed, or one the actor may not see.
 		var visible bool
 		if err := db.pool.QueryRow(ctx, applicationVisibleSQL, id, actor.UserID).Scan(&visible); err != nil {
-			return nil, fmt.Errorf("history of application %d: %w", id, err)
+			return nil, fmt.Errorf("history of application %d: %w", id, timeout(ctx, err))
 		}
 		if !visible {
 			return nil, fmt.Errorf("history of application %d: %w", id, jobboard.ErrNotFound)

@@ -63,7 +63,10 @@ func TestApply(t *testing.T) {
 		{"employer", w.employer, w.job.ID, jobboard.ErrForbidden},
 		{"employer claiming to be a candidate", jobboard.Actor{UserID: w.employer.UserID, Role: jobboard.RoleCandidate}, w.job.ID, jobboard.ErrForbidden},
 		{"no such job", otherCandidate, w.job.ID + 1000, jobboard.ErrNotFound},
-		{"closed job", otherCandidate, closedJob.ID, jobboard.ErrJobClosed},
+		// A closed job is hidden from non-members, as Job hides it; a member
+		// (here one whose token claims the candidate role) learns it is closed.
+		{"closed job", otherCandidate, closedJob.ID, jobboard.ErrNotFound},
+		{"closed job, member", jobboard.Actor{UserID: w.employer.UserID, Role: jobboard.RoleCandidate}, closedJob.ID, jobboard.ErrJobClosed},
 	}
 	for _, c := range cases {
 		_, err := w.db.Apply(ctx, c.actor, c.jobID, jobboard.NewApplication{})

@@ -55,7 +55,7 @@ func (db *DB) CreateCompany(ctx context.Context, actor jobboard.Actor, nc jobboa
 		return err
 	})
 	if err != nil {
-		return jobboard.Company{}, fmt.Errorf("create company: %w", err)
+		return jobboard.Company{}, fmt.Errorf("create company: %w", timeout(ctx, err))
 	}
 	return c, nil
 }
@@ -70,7 +70,7 @@ func (db *DB) Company(ctx context.Context, id int64) (jobboard.Company, error) {
 	rows, _ := db.pool.Query(ctx, companySQL, id)
 	c, err := pgx.CollectExactlyOneRow(rows, scanCompany)
 	if err != nil {
-		return jobboard.Company{}, fmt.Errorf("company %d: %w", id, notFound(err))
+		return jobboard.Company{}, fmt.Errorf("company %d: %w", id, notFound(timeout(ctx, err)))
 	}
 	return c, nil
 }

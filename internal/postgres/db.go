@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -40,6 +42,18 @@ func Open(ctx context.Context, url string, options ...func(*pgxpool.Config)) (*D
 	return &DB{pool: pool}, nil
 }
 
+// WithStatementTimeout makes the server cancel any statement of the pool
+// that runs longer than d (PostgreSQL's statement_timeout, set for every
+// connection as it opens). Such a statement fails with an error matching
+// jobboard.ErrTimeout. Zero or less leaves the server's setting.
+func WithStatementTimeout(d time.Duration) func(*pgxpool.Config) {
+	return func(c *pgxpool.Config) {
+		if d > 0 {
+			c.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+		}
+	}
+}
+
 // Pool returns the underlying pool, for tests and health checks.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
@@ -69,6 +83,7 @@ const (
 	foreignKeyViolation = "23503"
 	lockNotAvailable    = "55P03"
 	duplicateDatabase   = "42P04"
+	queryCanceled       = "57014"
 )
 
 // pgCode returns the SQLSTATE of a PostgreSQL error, or "".
@@ -78,6 +93,17 @@ func pgCode(err error) string {
 		return pgErr.Code
 	}
 	return ""
+}
+
+// timeout marks a statement that the server cancelled (SQLSTATE 57014) as
+// jobboard.ErrTimeout. The server cancels a statement for statement_timeout
+// and when pgx asks it to because ctx ended; the latter stays a context
+// error, since the client went away and nobody is waiting for an answer.
+func timeout(ctx context.Context, err error) error {
+	if pgCode(err) == queryCanceled && ctx.Err() == nil {
+		return fmt.Errorf("%w: %w", jobboard.ErrTimeout, err)
+	}
+	return err
 }
 
 // notFound turns pgx.ErrNoRows into jobboard.ErrNotFound.

@@ -65,7 +65,7 @@ func (db *DB) CreateJob(ctx context.Context, actor jobboard.Actor, companyID int
 		nj.Location, nj.Remote, nj.EmploymentType, lo, hi, currency)
 	j, err := pgx.CollectExactlyOneRow(rows, scanJob)
 	if err != nil {
-		return jobboard.Job{}, fmt.Errorf("create job in company %d: %w", companyID, notFound(err))
+		return jobboard.Job{}, fmt.Errorf("create job in company %d: %w", companyID, notFound(timeout(ctx, err)))
 	}
 	return j, nil
 }
@@ -85,7 +85,7 @@ func (db *DB) Job(ctx context.Context, actor *jobboard.Actor, id int64) (jobboar
 	rows, _ := db.pool.Query(ctx, jobSQL, id, actorID(actor))
 	j, err := pgx.CollectExactlyOneRow(rows, scanJob)
 	if err != nil {
-		return jobboard.Job{}, fmt.Errorf("job %d: %w", id, notFound(err))
+		return jobboard.Job{}, fmt.Errorf("job %d: %w", id, notFound(timeout(ctx, err)))
 	}
 	return j, nil
 }
@@ -128,7 +128,7 @@ func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p j
 		return err
 	})
 	if err != nil {
-		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, err)
+		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, timeout(ctx, err))
 	}
 	return updated, nil
 }
@@ -138,9 +138,10 @@ func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p j
 // input only ever travels as a parameter. Only the fragments in use are
 // joined, so the planner sees exactly the conditions of this search, with
 // status = 'open' literally, and can match the partial indexes: it walks
-// jobs_open_id_idx newest first for listings and common words, and uses
+// jobs_open_id_idx newest first for listings and common words, uses
 // jobs_search_idx for rare words, where btree_gin answers id < cursor inside
-// the GIN index.
+// the GIN index, jobs_open_location_idx for a location and
+// jobs_open_salary_idx for a salary no job reaches.
 const (
 	searchJobsSQL = `
 SELECT ` + jobColumns + `
@@ -153,13 +154,24 @@ LIMIT $%d`
 	// when the actor is a member (an uncorrelated EXISTS, evaluated once).
 	searchCompany = `j.company_id = $%[1]d AND (j.status = 'open' OR EXISTS (
 		SELECT 1 FROM company_members m WHERE m.company_id = $%[1]d AND m.user_id = $%[2]d))`
-	searchQuery          = `j.search @@ websearch_to_tsquery('english', $%[1]d)`
-	searchLocation       = `j.location ILIKE $%[1]d`
+	// searchQuery also refuses, inside the statement, a query that the
+	// index cannot answer (querytree gives 'T' for one of only negated
+	// words): the planner folds that condition to false and reads nothing,
+	// where the query alone would be checked against every open job.
+	searchQuery = `j.search @@ websearch_to_tsquery('english', $%[1]d)
+  AND querytree(websearch_to_tsquery('english', $%[1]d)) <> 'T'`
+	// searchLocation is an exact match on the normalised location, which
+	// jobs_open_location_idx answers in id order whether or not anything
+	// matches.
+	searchLocation       = `lower(j.location) = lower($%[1]d)`
 	searchRemote         = `j.remote = $%[1]d`
 	searchEmploymentType = `j.employment_type = $%[1]d`
 	searchSalaryMin      = `j.salary_max >= $%[1]d`
 	searchAfter          = `j.id < $%[1]d`
 )
+
+// searchableSQL tells whether the search index can answer a query.
+const searchableSQL = `SELECT querytree(websearch_to_tsquery('english', $1)) <> 'T'`
 
 // searchBuilder collects fixed WHERE fragments and their parameters.
 type searchBuilder struct {
@@ -180,9 +192,6 @@ func (b *searchBuilder) add(fragment string, args ...any) {
 	b.args = append(b.args, args...)
 }
 
-// likeEscaper makes a user's text match literally inside an ILIKE pattern.
-var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-
 // pageLimit clamps a requested page size to 1..MaxPageSize, defaulting to
 // DefaultPageSize.
 func pageLimit(limit int) int {
@@ -200,13 +209,15 @@ func pageLimit(limit int) int {
 // also sees that company's closed jobs. actor may be nil.
 //
 // Filters: Query is full-text search over title and description in web
-// search syntax (English stemming); Location matches a case-insensitive
-// substring of the location; Remote and EmploymentType match exactly;
+// search syntax (English stemming); it must have a word that is not negated
+// (else jobboard.ErrUnsearchable). Location matches the whole location,
+// ignoring case and surrounding space; Remote and EmploymentType match exactly;
 // SalaryMin keeps jobs whose salary range reaches at least that amount (jobs
 // without a salary are left out). The page size is f.Limit clamped to
 // 1..MaxPageSize (DefaultPageSize when zero). Pagination is by keyset on id,
 // so a page costs the same wherever it is and jobs created while paging do
-// not shift the pages. It returns only database errors.
+// not shift the pages. Errors: jobboard.ErrUnsearchable,
+// jobboard.ErrTimeout, and database errors.
 func (db *DB) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.JobFilter) (jobboard.Page[jobboard.Job], error) {
 	var b searchBuilder
 	if f.CompanyID != nil {
@@ -218,7 +229,7 @@ func (db *DB) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.
 		b.add(searchQuery, q)
 	}
 	if loc := strings.TrimSpace(f.Location); loc != "" {
-		b.add(searchLocation, "%"+likeEscaper.Replace(loc)+"%")
+		b.add(searchLocation, loc)
 	}
 	if f.Remote != nil {
 		b.add(searchRemote, *f.Remote)
@@ -248,7 +259,18 @@ func (db *DB) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.
 	rows, _ := db.pool.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, b.args...)...)
 	jobs, err := pgx.CollectRows(rows, scanJob)
 	if err != nil {
-		return jobboard.Page[jobboard.Job]{}, fmt.Errorf("search jobs: %w", err)
+		return jobboard.Page[jobboard.Job]{}, fmt.Errorf("search jobs: %w", timeout(ctx, err))
+	}
+	if len(jobs) == 0 && strings.TrimSpace(f.Query) != "" {
+		// Nothing matched: tell a query that could not be searched from one
+		// that found nothing.
+		var searchable bool
+		if err := db.pool.QueryRow(ctx, searchableSQL, strings.TrimSpace(f.Query)).Scan(&searchable); err != nil {
+			return jobboard.Page[jobboard.Job]{}, fmt.Errorf("search jobs: check query: %w", timeout(ctx, err))
+		}
+		if !searchable {
+			return jobboard.Page[jobboard.Job]{}, fmt.Errorf("search jobs for %q: %w", f.Query, jobboard.ErrUnsearchable)
+		}
 	}
 	return pageOf(jobs, limit, func(j jobboard.Job) int64 { return j.ID }), nil
 }

@@ -68,7 +68,7 @@ func (bd board) expected(actor *jobboard.Actor, f jobboard.JobFilter, has func(t
 		switch {
 		case j.Status != jobboard.JobOpen && !seesClosed:
 		case has != nil && !has(strings.ToLower(j.Title)):
-		case f.Location != "" && !strings.Contains(strings.ToLower(j.Location), strings.ToLower(f.Location)):
+		case f.Location != "" && !strings.EqualFold(j.Location, strings.TrimSpace(f.Location)):
 		case f.Remote != nil && j.Remote != *f.Remote:
 		case f.EmploymentType != "" && j.EmploymentType != f.EmploymentType:
 		case f.SalaryMin != nil && (j.Salary == nil || j.Salary.Max < *f.SalaryMin):
@@ -146,10 +146,16 @@ func TestSearchJobsFilters(t *testing.T) {
 		{name: "or", f: jobboard.JobFilter{Query: "nurse or designer"},
 			has: func(s string) bool { return strings.Contains(s, "nurse") || strings.Contains(s, "designer") }},
 		{name: "no match", f: jobboard.JobFilter{Query: "astronaut"}, has: contains("astronaut")},
-		{name: "location substring, any case", f: jobboard.JobFilter{Location: "BERLIN"}},
-		{name: "location percent is literal", f: jobboard.JobFilter{Location: "100%"}},
+		{name: "location, any case", f: jobboard.JobFilter{Location: "BERLIN"}},
+		{name: "location with spaces around", f: jobboard.JobFilter{Location: "  new york "}},
+		{name: "location is not a substring", f: jobboard.JobFilter{Location: "berl"}},
+		{name: "location percent is literal", f: jobboard.JobFilter{Location: "Remote EU (100% remote)"}},
 		{name: "location wildcard characters match nothing extra", f: jobboard.JobFilter{Location: "%"}},
 		{name: "location underscore is literal", f: jobboard.JobFilter{Location: "Berli_"}},
+		{name: "location that no job has", f: jobboard.JobFilter{Location: "Atlantis"}},
+		{name: "salary no job reaches", f: jobboard.JobFilter{SalaryMin: ptr(int64(jobboard.MaxSalary))}},
+		{name: "negation with a word", f: jobboard.JobFilter{Query: "engineer -backend"},
+			has: func(s string) bool { return strings.Contains(s, "engineer") && !strings.Contains(s, "backend") }},
 		{name: "remote", f: jobboard.JobFilter{Remote: ptr(true)}},
 		{name: "on site", f: jobboard.JobFilter{Remote: ptr(false)}},
 		{name: "employment type", f: jobboard.JobFilter{EmploymentType: jobboard.Contract}},
@@ -182,7 +188,7 @@ func TestSearchJobsFilters(t *testing.T) {
 		}
 	}
 	// The filters must actually select: most cases keep some jobs but not all.
-	if proper < len(cases)-6 {
+	if proper < len(cases)-9 {
 		t.Errorf("only %d of %d cases select a proper non-empty subset; the board does not exercise the filters", proper, len(cases))
 	}
 }
@@ -247,5 +253,24 @@ func TestSearchJobsPageSize(t *testing.T) {
 	page, err = bd.db.SearchJobs(context.Background(), nil, jobboard.JobFilter{Query: "the and", Limit: 10})
 	if err != nil || len(page.Items) != 0 || page.Items == nil {
 		t.Errorf("stop words: %d items (nil %t), %v; want an empty page", len(page.Items), page.Items == nil, err)
+	}
+}
+
+// A query of only negated words cannot use the search index; it is refused
+// rather than checked against every open job. Stop words alone still find
+// nothing, without an error.
+func TestSearchJobsRefusesUnsearchableQueries(t *testing.T) {
+	t.Parallel()
+	bd := newBoard(t)
+	ctx := context.Background()
+	for _, q := range []string{"-engineer", "-engineer -nurse", `-"backend engineer"`, "engineer or -nurse"} {
+		_, err := bd.db.SearchJobs(ctx, nil, jobboard.JobFilter{Query: q, Limit: 10})
+		wantErr(t, err, jobboard.ErrUnsearchable)
+	}
+	for _, q := range []string{"the and", "astronaut", "engineer -engineer"} {
+		page, err := bd.db.SearchJobs(ctx, nil, jobboard.JobFilter{Query: q, Limit: 10})
+		if err != nil || len(page.Items) != 0 {
+			t.Errorf("%q: %d items, %v; want an empty page", q, len(page.Items), err)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func (db *DB) CreateUser(ctx context.Context, r jobboard.Registration, passwordH
 		if isUniqueViolation(err, "users_email_key") {
 			err = jobboard.ErrEmailTaken
 		}
-		return jobboard.User{}, fmt.Errorf("create user: %w", err)
+		return jobboard.User{}, fmt.Errorf("create user: %w", timeout(ctx, err))
 	}
 	return u, nil
 }
@@ -58,7 +58,7 @@ func (db *DB) UserByEmail(ctx context.Context, email string) (jobboard.User, str
 	err := db.pool.QueryRow(ctx, userByEmailSQL, strings.TrimSpace(email)).
 		Scan(&u.ID, &u.Email, &u.Name, &u.Role, &u.CreatedAt, &hash)
 	if err != nil {
-		return jobboard.User{}, "", fmt.Errorf("user by email: %w", notFound(err))
+		return jobboard.User{}, "", fmt.Errorf("user by email: %w", notFound(timeout(ctx, err)))
 	}
 	return u, hash, nil
 }
@@ -73,7 +73,7 @@ func (db *DB) UserByID(ctx context.Context, id int64) (jobboard.User, error) {
 	rows, _ := db.pool.Query(ctx, userByIDSQL, id)
 	u, err := pgx.CollectExactlyOneRow(rows, scanUser)
 	if err != nil {
-		return jobboard.User{}, fmt.Errorf("user %d: %w", id, notFound(err))
+		return jobboard.User{}, fmt.Errorf("user %d: %w", id, notFound(timeout(ctx, err)))
 	}
 	return u, nil
 }
