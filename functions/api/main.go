@@ -9,7 +9,10 @@
 // Lambda, generated per process locally when unset); PORT (default 8080);
 // LOG_LEVEL (debug, info, warn, error; default info); STATUS_EVENTS_QUEUE_URL
 // (the queue that committed status events are published to right away;
-// without it they wait in the outbox for the sweeper).
+// without it they wait in the outbox for the sweeper); CORS_ALLOWED_ORIGINS
+// (comma-separated origins whose browsers may call the API; empty: no CORS);
+// CACHE_MAX_AGE and CACHE_STALE_WHILE_REVALIDATE (durations such as 30s: the
+// Cache-Control of anonymous job searches, jobs and companies).
 package main
 
 import (
@@ -66,6 +69,10 @@ type config struct {
 	port        string
 	logLevel    slog.Level
 	lambda      bool
+	// corsOrigins, publicMaxAge and staleWhileRevalidate are the HTTP
+	// settings of httpapi.Config of the same names.
+	corsOrigins                        []string
+	publicMaxAge, staleWhileRevalidate time.Duration
 	// aws is the AWS configuration, loaded once for every client the
 	// function makes (Secrets Manager, SQS).
 	aws aws.Config
@@ -87,6 +94,23 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
 		if err := c.logLevel.UnmarshalText([]byte(lvl)); err != nil {
 			return c, fmt.Errorf("LOG_LEVEL: %w", err)
+		}
+	}
+	origins, err := httpapi.ParseAllowedOrigins(getenv("CORS_ALLOWED_ORIGINS"))
+	if err != nil {
+		return c, fmt.Errorf("CORS_ALLOWED_ORIGINS: %w", err)
+	}
+	c.corsOrigins = origins
+	for _, d := range []struct {
+		name string
+		into *time.Duration
+	}{{"CACHE_MAX_AGE", &c.publicMaxAge}, {"CACHE_STALE_WHILE_REVALIDATE", &c.staleWhileRevalidate}} {
+		if v := getenv(d.name); v != "" {
+			parsed, err := time.ParseDuration(v)
+			if err != nil || parsed < time.Second {
+				return c, fmt.Errorf("%s = %q: want a duration of at least 1s, such as 30s", d.name, v)
+			}
+			*d.into = parsed
 		}
 	}
 	return c, nil
@@ -180,6 +204,11 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 		Relay:        relay,
 		Logger:       logger,
 		TokenKey:     cfg.jwtSecret,
+
+		Idempotency:          db,
+		PublicMaxAge:         cfg.publicMaxAge,
+		StaleWhileRevalidate: cfg.staleWhileRevalidate,
+		CORSAllowedOrigins:   cfg.corsOrigins,
 	})
 	return h, db.Close, nil
 }
