@@ -11,9 +11,9 @@ import (
 // answer and the key may be used again.
 const IdempotencyKeyTTL = 24 * time.Hour
 
-// ErrIdempotencyKeyInUse: another request with the same idempotency key is
-// still running (its transaction holds the key). Retry later: once it has
-// finished, the retry gets its answer.
+// ErrIdempotencyKeyInUse means that another request with the same
+// idempotency key is still running (its transaction holds the key). Retry
+// later: once it has finished, the retry gets its answer.
 var ErrIdempotencyKeyInUse = errors.New("a request with this idempotency key is still in progress")
 
 // IdempotentRequest identifies one keyed write: who sent it, the key they
