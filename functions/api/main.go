@@ -101,19 +101,26 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("CORS_ALLOWED_ORIGINS: %w", err)
 	}
 	c.corsOrigins = origins
-	for _, d := range []struct {
-		name string
-		into *time.Duration
-	}{{"CACHE_MAX_AGE", &c.publicMaxAge}, {"CACHE_STALE_WHILE_REVALIDATE", &c.staleWhileRevalidate}} {
-		if v := getenv(d.name); v != "" {
-			parsed, err := time.ParseDuration(v)
-			if err != nil || parsed < time.Second {
-				return c, fmt.Errorf("%s = %q: want a duration of at least 1s, such as 30s", d.name, v)
-			}
-			*d.into = parsed
-		}
+	if c.publicMaxAge, err = cacheDuration("CACHE_MAX_AGE", getenv("CACHE_MAX_AGE")); err != nil {
+		return c, err
+	}
+	if c.staleWhileRevalidate, err = cacheDuration("CACHE_STALE_WHILE_REVALIDATE", getenv("CACHE_STALE_WHILE_REVALIDATE")); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+// cacheDuration reads a caching setting: empty means the default (zero), else
+// a duration of at least a second (Cache-Control counts in seconds).
+func cacheDuration(name, v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("%s = %q: want a duration of at least 1s, such as 30s", name, v)
+	}
+	return d, nil
 }
 
 // loadDatabaseURL sets the database URL: DATABASE_URL, or on AWS the secret
