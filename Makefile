@@ -17,6 +17,10 @@ AWS_LAMBDA_RIE         := $(TOOLS_DIR)/aws-lambda-rie-$(AWS_LAMBDA_RIE_VERSION)
 # The npm stand-ins for SQS and SES (see .ci/localaws/package.json).
 LOCALAWS := .ci/localaws/node_modules/.package-lock.json
 
+# Redocly CLI, the OpenAPI linter, pinned in .ci/openapi (package.json, lock).
+OPENAPI_LINT := .ci/openapi/node_modules/.package-lock.json
+REDOCLY      := REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true .ci/openapi/node_modules/.bin/redocly
+
 WITH_PG := .ci/with-postgres.sh
 
 # Lambda builds: provided.al2023 on arm64, one static bootstrap per function.
@@ -38,12 +42,17 @@ dev: $(LOCALAWS)
 test: lint $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -race -count=1 ./...
 
-## lint: gofmt, go vet and golangci-lint (pinned).
-lint: $(GOLANGCI_LINT)
+## lint: gofmt, go vet, golangci-lint (pinned), and Redocly's recommended
+## rules over the OpenAPI document (errors fail; warnings are printed).
+lint: $(GOLANGCI_LINT) $(OPENAPI_LINT)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go') 2>&1); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
+	$(REDOCLY) lint --config .ci/openapi/redocly.yaml --format=summary internal/httpapi/openapi.json
+
+$(OPENAPI_LINT): .ci/openapi/package.json .ci/openapi/package-lock.json
+	npm ci --prefix .ci/openapi --no-audit --no-fund --loglevel=error
 
 $(GOLANGCI_LINT):
 	mkdir -p $(TOOLS_DIR)/tmp
