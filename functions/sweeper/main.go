@@ -9,7 +9,8 @@
 // Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required);
 // STATUS_EVENTS_QUEUE_URL (required); RETENTION_DAYS (default 14);
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
-// mode only). AWS settings come from the SDK's default configuration;
+// mode only); SWEEP_GRACE (how long a fresh row is left to the API's relay,
+// default 30s; the chaos harness shortens it). AWS settings come from the SDK's default configuration;
 // AWS_ENDPOINT_URL_SQS points it at a local stand-in.
 package main
 
@@ -51,6 +52,7 @@ func main() {
 type settings struct {
 	queueURL  string
 	retention time.Duration
+	grace     time.Duration
 	logLevel  slog.Level
 }
 
@@ -69,6 +71,13 @@ func loadSettings(getenv func(string) string) (settings, error) {
 			problems = append(problems, fmt.Errorf("RETENTION_DAYS = %q: want a whole number of days, at least 1", v))
 		}
 		s.retention = time.Duration(days) * 24 * time.Hour
+	}
+	if v := getenv("SWEEP_GRACE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			problems = append(problems, fmt.Errorf("SWEEP_GRACE = %q: want a positive duration such as 30s", v))
+		}
+		s.grace = d
 	}
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
 		if err := s.logLevel.UnmarshalText([]byte(lvl)); err != nil {
@@ -150,6 +159,7 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (s
 		Store:     db,
 		Publisher: publisher,
 		Retention: s.retention,
+		Grace:     s.grace,
 		Logger:    logger,
 	})
 	if err != nil {

@@ -10,7 +10,9 @@
 // Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required);
 // MAIL_FROM (required, e.g. "jobboard <jobs@example.com>");
 // SES_CONFIGURATION_SET (optional); LOG_LEVEL (debug, info, warn, error;
-// default info); STATUS_EVENTS_QUEUE_URL (local mode only). AWS settings come
+// default info); STATUS_EVENTS_QUEUE_URL and LOCAL_INVOCATION_TIMEOUT (local
+// mode only; the deadline of one local invocation, default 30s, the
+// function's Timeout in template.yaml). AWS settings come
 // from the SDK's default configuration; AWS_ENDPOINT_URL_SESV2 and
 // AWS_ENDPOINT_URL_SQS point it at local stand-ins.
 package main
@@ -60,8 +62,23 @@ const (
 )
 
 // localTimeout is the deadline of one local invocation: the worker's
-// Timeout in template.yaml.
+// Timeout in template.yaml. LOCAL_INVOCATION_TIMEOUT overrides it, so that
+// the chaos harness can reach the deadline within a short run.
 const localTimeout = 30 * time.Second
+
+// invocationTimeout is the local invocation deadline: LOCAL_INVOCATION_TIMEOUT,
+// else localTimeout.
+func invocationTimeout(getenv func(string) string) (time.Duration, error) {
+	v := getenv("LOCAL_INVOCATION_TIMEOUT")
+	if v == "" {
+		return localTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("LOCAL_INVOCATION_TIMEOUT = %q: want a positive duration such as 30s", v)
+	}
+	return d, nil
+}
 
 // settings is what run reads from the environment.
 type settings struct {
@@ -111,6 +128,10 @@ func pollLocally(ctx context.Context, getenv func(string) string, h *worker.Hand
 	if queueURL == "" {
 		return errors.New("STATUS_EVENTS_QUEUE_URL is not set (needed outside Lambda, to poll the queue)")
 	}
+	timeout, err := invocationTimeout(getenv)
+	if err != nil {
+		return err
+	}
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("load AWS configuration: %w", err)
@@ -119,7 +140,7 @@ func pollLocally(ctx context.Context, getenv func(string) string, h *worker.Hand
 		Client:         sqs.NewFromConfig(awsCfg),
 		QueueURL:       queueURL,
 		Handler:        h.Handle,
-		HandlerTimeout: localTimeout,
+		HandlerTimeout: timeout,
 		FunctionName:   "worker",
 		Logger:         slog.New(slog.NewJSONHandler(stdout, nil)),
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -24,6 +25,28 @@ func TestLoadSettings(t *testing.T) {
 	s, err := loadSettings(env(map[string]string{"DATABASE_URL": "postgres://x", "MAIL_FROM": "a@example.com", "LOG_LEVEL": "debug"}))
 	if err != nil || s.logLevel.String() != "DEBUG" {
 		t.Errorf("good settings = %+v, %v", s, err)
+	}
+}
+
+func TestInvocationTimeout(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "LOCAL_INVOCATION_TIMEOUT" {
+				return v
+			}
+			return ""
+		}
+	}
+	if d, err := invocationTimeout(env("")); err != nil || d != localTimeout {
+		t.Errorf("unset: %v, %v; want %v", d, err, localTimeout)
+	}
+	if d, err := invocationTimeout(env("8s")); err != nil || d != 8*time.Second {
+		t.Errorf("8s: %v, %v", d, err)
+	}
+	for _, bad := range []string{"0s", "-1s", "8"} {
+		if _, err := invocationTimeout(env(bad)); err == nil || !strings.Contains(err.Error(), "LOCAL_INVOCATION_TIMEOUT") {
+			t.Errorf("%q: %v; want an error naming the variable", bad, err)
+		}
 	}
 }
 
