@@ -1,0 +1,181 @@
+package chaos
+
+import (
+	"context"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobboard/jobboard/internal/faultproxy"
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/localaws"
+	"github.com/jobboard/jobboard/internal/mail"
+)
+
+func TestPlanCoversEveryKindAndRepeatsWithTheSeed(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{Short(), Full()} {
+		a := plan(cfg, rand.New(rand.NewPCG(7, 7)))
+		b := plan(cfg, rand.New(rand.NewPCG(7, 7)))
+		if diff := cmp.Diff(a, b); diff != "" {
+			t.Errorf("%s: the same seed gave two schedules (-first +second):\n%s", cfg.Name, diff)
+		}
+		if c := plan(cfg, rand.New(rand.NewPCG(8, 8))); cmp.Equal(a, c) {
+			t.Errorf("%s: seeds 7 and 8 gave the same schedule", cfg.Name)
+		}
+		first := map[faultKind]bool{}
+		for _, pf := range a[:len(allFaultKinds)] {
+			first[pf.Kind] = true
+		}
+		if len(first) != len(allFaultKinds) {
+			t.Errorf("%s: the first %d faults cover %d kinds, want all", cfg.Name, len(allFaultKinds), len(first))
+		}
+		for i, pf := range a {
+			if i > 0 && pf.At-a[i-1].At < cfg.FaultGapMin {
+				t.Errorf("%s: faults %d and %d are %v apart, less than %v", cfg.Name, i-1, i, pf.At-a[i-1].At, cfg.FaultGapMin)
+			}
+			if pf.Kind == faultWorkerFreezeLong && pf.For <= cfg.VisibilityTimeout {
+				t.Errorf("%s: a long freeze of %v does not outlast the visibility timeout %v", cfg.Name, pf.For, cfg.VisibilityTimeout)
+			}
+			if pf.Kind == faultWorkerFreeze && pf.For > cfg.VisibilityTimeout {
+				t.Errorf("%s: a short freeze of %v outlasts the visibility timeout", cfg.Name, pf.For)
+			}
+		}
+		if last := a[len(a)-1].At; last > cfg.LoadDuration+cfg.FaultGapMax && len(a) > len(allFaultKinds) {
+			t.Errorf("%s: faults planned until %v, the load lasts %v", cfg.Name, last, cfg.LoadDuration)
+		}
+	}
+}
+
+func TestShortAndFullAreValid(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{Short(), Full()} {
+		cfg.ServerURL = "postgres://x"
+		if err := cfg.validate(); err != nil {
+			t.Errorf("%s: %v", cfg.Name, err)
+		}
+		if cfg.sendDeadline() <= 0 || cfg.sendDeadline() >= cfg.InvocationTimeout {
+			t.Errorf("%s: send deadline %v", cfg.Name, cfg.sendDeadline())
+		}
+	}
+	if got, want := Full().Changes, 1000; got < want {
+		t.Errorf("Full().Changes = %d, want at least %d", got, want)
+	}
+}
+
+func TestValidateRefusesBadConfigurations(t *testing.T) {
+	t.Parallel()
+	for name, change := range map[string]func(*Config){
+		"no server":                    func(c *Config) { c.ServerURL = "" },
+		"too few applications":         func(c *Config) { c.Changes = 10 * c.Employers * c.JobsPerEmployer * c.Candidates },
+		"visibility below the timeout": func(c *Config) { c.VisibilityTimeout = c.InvocationTimeout - 1e9 },
+		"fractional visibility":        func(c *Config) { c.VisibilityTimeout += 1e8 },
+		"timeout under the margins":    func(c *Config) { c.InvocationTimeout = 5e9 },
+		"gaps upside down":             func(c *Config) { c.FaultGapMax = c.FaultGapMin / 2 },
+		"no probe":                     func(c *Config) { c.ProbeEvents = 0 },
+	} {
+		cfg := Short()
+		cfg.ServerURL = "postgres://x"
+		change(&cfg)
+		if err := cfg.validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// The rule reads the event id from the request the real SES client sends.
+func TestSESRuleReadsTheEventIDOfARealSendEmail(t *testing.T) {
+	t.Parallel()
+	var (
+		mu   sync.Mutex
+		reqs []*http.Request
+		body []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		reqs, body = append(reqs, r), append(body, string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"MessageId":"m-1"}`)
+	}))
+	defer srv.Close()
+	sender, err := mail.NewSender(localaws.NewSESClient(srv.URL), mailFrom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const eventID = "6f1c2b7e-8a9d-4e3f-b2c1-0d9e8f7a6b5c"
+	if _, err := sender.SendStatusEmail(context.Background(), jobboard.StatusEmail{
+		EventID: eventID, To: "cand@example.com", CandidateName: "Cand", JobTitle: "Job", CompanyName: "Co",
+		ApplicationID: 1, OldStatus: jobboard.StatusSubmitted, NewStatus: jobboard.StatusReviewing,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reqs) != 1 || !isSendEmail(reqs[0]) {
+		t.Fatalf("requests = %d, isSendEmail = %v; want one SendEmail", len(reqs), len(reqs) == 1 && isSendEmail(reqs[0]))
+	}
+	if got := sendEmailEventID([]byte(body[0])); got != eventID {
+		t.Errorf("sendEmailEventID = %q, want %q", got, eventID)
+	}
+	// Without the header, the tag still names the event.
+	if got := sendEmailEventID([]byte(`{"EmailTags":[{"Name":"event_id","Value":"from-tag"}]}`)); got != "from-tag" {
+		t.Errorf("sendEmailEventID(tags only) = %q", got)
+	}
+	if got := sendEmailEventID([]byte(`not json`)); got != "" {
+		t.Errorf("sendEmailEventID(not json) = %q", got)
+	}
+}
+
+func TestSESRule(t *testing.T) {
+	t.Parallel()
+	rule := newSESRule(rand.New(rand.NewPCG(1, 1)))
+	send := func(id string) (*http.Request, []byte) {
+		r := httptest.NewRequest(http.MethodPost, "/v2/email/outbound-emails", nil)
+		return r, []byte(`{"Content":{"Simple":{"Headers":[{"Name":"X-Jobboard-Event-Id","Value":"` + id + `"}]}}}`)
+	}
+	other := httptest.NewRequest(http.MethodGet, "/store", nil)
+
+	if r, b := send("a"); rule.decide(r, b) != faultproxy.Pass {
+		t.Error("no fault switched on, yet the rule did not pass")
+	}
+	rule.outage.Store(int64(faultproxy.Refuse))
+	if rule.decide(other, nil) != faultproxy.Refuse {
+		t.Error("an outage spares a request")
+	}
+	rule.outage.Store(int64(faultproxy.Pass))
+
+	rule.resetOn.Store(true)
+	if rule.decide(other, nil) != faultproxy.Pass {
+		t.Error("resets hit a request that is not a SendEmail")
+	}
+	resets := 0
+	for i := range 200 {
+		r, b := send("e" + strings.Repeat("x", i%3))
+		if rule.decide(r, b) == faultproxy.ResetAfter {
+			resets++
+		}
+	}
+	if resets < 60 || resets > 140 {
+		t.Errorf("%d of 200 sends reset, want about half", resets)
+	}
+	got := rule.resets()
+	total := 0
+	for _, n := range got {
+		total += n
+	}
+	if total != resets || len(got) != 3 {
+		t.Errorf("resets() = %v (total %d), want %d resets over 3 event ids", got, total, resets)
+	}
+	rule.resetOn.Store(false)
+	if r, b := send("a"); rule.decide(r, b) != faultproxy.Pass {
+		t.Error("resets switched off, yet the rule did not pass")
+	}
+}
