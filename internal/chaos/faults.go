@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -133,6 +134,52 @@ func (s *sesRule) resets() map[string]int {
 	return out
 }
 
+// sqsRule decides the fault of each request to the SQS stand-in (an
+// outage, or none) and watches the publishing calls for event ids that
+// must never be published.
+type sqsRule struct {
+	outage atomic.Int64 // a faultproxy.Fault
+
+	mu    sync.Mutex
+	watch []string
+	seen  map[string]int
+}
+
+func newSQSRule() *sqsRule { return &sqsRule{seen: map[string]int{}} }
+
+func (s *sqsRule) decide(r *http.Request, body []byte) faultproxy.Fault {
+	if isPublish(r) {
+		s.mu.Lock()
+		for _, id := range s.watch {
+			if bytes.Contains(body, []byte(id)) {
+				s.seen[id]++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return faultproxy.Fault(s.outage.Load())
+}
+
+// watchFor adds event ids to look for in every publishing call.
+func (s *sqsRule) watchFor(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watch = append(s.watch, ids...)
+}
+
+// published returns the watched ids that some publishing call carried.
+func (s *sqsRule) published() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sortedKeys(s.seen)
+}
+
+// isPublish recognises SQS SendMessage and SendMessageBatch (JSON protocol).
+func isPublish(r *http.Request) bool {
+	t := r.Header.Get("X-Amz-Target")
+	return t == "AmazonSQS.SendMessage" || t == "AmazonSQS.SendMessageBatch"
+}
+
 // isSendEmail recognises the SES v2 SendEmail call.
 func isSendEmail(r *http.Request) bool {
 	return r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == "/v2/email/outbound-emails"
@@ -172,6 +219,7 @@ type injector struct {
 	logf  func(format string, args ...any)
 	rng   *rand.Rand // guarded by mu
 	ses   *sesRule
+	sqs   *sqsRule
 
 	// One fault at a time per service: overlapping faults would hide
 	// each other (a 503 answered late is neither an outage nor a slow send).
@@ -188,9 +236,11 @@ func newInjector(st *stack, cfg Config, rng *rand.Rand, logf func(string, ...any
 	in := &injector{
 		st: st, cfg: cfg, logf: logf, rng: rng,
 		ses:    newSESRule(rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))),
+		sqs:    newSQSRule(),
 		counts: map[faultKind]int{}, skipped: map[faultKind]int{},
 	}
 	st.sesProxy.SetRule(in.ses.decide)
+	st.sqsProxy.SetRule(in.sqs.decide)
 	return in
 }
 
@@ -306,10 +356,10 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) {
 		}
 		in.sqsMu.Lock()
 		defer in.sqsMu.Unlock()
-		st.sqsProxy.SetFault(f)
+		in.sqs.outage.Store(int64(f))
 		in.done(pf.Kind, "%.1fs", pf.For.Seconds())
 		_ = pause(ctx, pf.For)
-		st.sqsProxy.SetFault(faultproxy.Pass)
+		in.sqs.outage.Store(int64(faultproxy.Pass))
 	case faultSESUnavailable, faultSESRefuse, faultSESResetAfter, faultSESSlow, faultSESTooSlow:
 		in.sesMu.Lock()
 		defer in.sesMu.Unlock()

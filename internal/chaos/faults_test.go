@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/localaws"
 	"github.com/jobboard/jobboard/internal/mail"
+	"github.com/jobboard/jobboard/internal/queue"
 )
 
 func TestPlanCoversEveryKindAndRepeatsWithTheSeed(t *testing.T) {
@@ -177,5 +179,41 @@ func TestSESRule(t *testing.T) {
 	rule.resetOn.Store(false)
 	if r, b := send("a"); rule.decide(r, b) != faultproxy.Pass {
 		t.Error("resets switched off, yet the rule did not pass")
+	}
+}
+
+// The SQS rule sees the event ids the real publisher sends through the
+// proxy, and its outage reaches the real client.
+func TestSQSRuleWatchesPublishing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := localaws.NewTestQueue(t, 30, 3)
+	p, err := faultproxy.Start(ctx, localaws.SQS(t).Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rule := newSQSRule()
+	p.SetRule(rule.decide)
+	rule.watchFor("11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222")
+	pub := queue.NewPublisher(localaws.NewSQSClient(p.URL), q.URL)
+	ev := func(id string) jobboard.Event {
+		return jobboard.Event{Type: jobboard.EventTypeStatusChanged, EventID: id, OccurredAt: time.Now(),
+			ApplicationID: 1, NewStatus: jobboard.StatusReviewing}
+	}
+	if _, err := pub.Publish(ctx, []jobboard.Event{ev("11111111-1111-4111-8111-111111111111"), ev("33333333-3333-4333-8333-333333333333")}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"11111111-1111-4111-8111-111111111111"}, rule.published()); diff != "" {
+		t.Errorf("published (-want +got):\n%s", diff)
+	}
+
+	rule.outage.Store(int64(faultproxy.Unavailable))
+	if _, err := pub.Publish(ctx, []jobboard.Event{ev("33333333-3333-4333-8333-333333333333")}); err == nil {
+		t.Error("publish succeeded during an outage")
+	}
+	rule.outage.Store(int64(faultproxy.Pass))
+	if _, err := pub.Publish(ctx, []jobboard.Event{ev("33333333-3333-4333-8333-333333333333")}); err != nil {
+		t.Errorf("publish after the outage: %v", err)
 	}
 }

@@ -168,7 +168,9 @@ func (r *run) phases(ctx context.Context) error {
 	if err := st.fleet.restoreAll(); err != nil {
 		return err
 	}
-	st.sqsProxy.SetFault(faultproxy.Pass)
+	r.inj.sqs.outage.Store(int64(faultproxy.Pass))
+	r.inj.ses.outage.Store(int64(faultproxy.Pass))
+	r.inj.ses.resetOn.Store(false)
 	st.sesProxy.SetDelay(0)
 	if err := r.settle(ctx, "after the load"); err != nil {
 		return err
@@ -259,7 +261,7 @@ func (r *run) phases(ctx context.Context) error {
 		rep.EventsCommitted, rep.Emails, len(rep.Lost), len(rep.Inside), len(rep.Outside))
 
 	// The retention probe.
-	probe, err := probeRetention(ctx, st, r.rng, afterRedrive, committed)
+	probe, err := probeRetention(ctx, st, r.rng, afterRedrive, committed, r.inj.sqs.watchFor)
 	rep.Retention = probe
 	if err != nil {
 		return err
@@ -279,7 +281,7 @@ func (r *run) phases(ctx context.Context) error {
 	if lines, err = readRecordLines(st.fleet.instancesOf(roleWorker)); err != nil {
 		return err
 	}
-	return finishProbe(ctx, st, probe, afterRedrive, afterProbe, lines, sentAt)
+	return finishProbe(ctx, st, probe, afterRedrive, afterProbe, lines, sentAt, r.inj.sqs.published())
 }
 
 func (r *run) settle(ctx context.Context, after string) error {

@@ -31,9 +31,13 @@ type Probe struct {
 	// SweepsAfter counts the sweeps that ran after the stale rows were
 	// inserted.
 	SweepsAfter int
-	// StalePublished and StaleEmailed must stay empty.
+	// StalePublished (carried by a SendMessage or SendMessageBatch call to
+	// SQS) and StaleEmailed must stay empty.
 	StalePublished []string
 	StaleEmailed   []string
+	// StaleMarked counts the stale rows whose published_at is set: how the
+	// sweeper puts a row aside is its own business, so this is only shown.
+	StaleMarked int
 }
 
 // agedBy is how far back the probe moves things: one day past the
@@ -45,7 +49,7 @@ const agedBy = retention + 24*time.Hour
 // the aged claims, then delivers copies of the aged events (with their aged
 // occurred_at) again. The caller settles and then judges with
 // finishProbe.
-func probeRetention(ctx context.Context, st *stack, rng *rand.Rand, emails map[string]int, committed map[string]int64) (*Probe, error) {
+func probeRetention(ctx context.Context, st *stack, rng *rand.Rand, emails map[string]int, committed map[string]int64, watch func(ids ...string)) (*Probe, error) {
 	p := &Probe{}
 	claims, err := st.db.sentClaims(ctx)
 	if err != nil {
@@ -88,8 +92,10 @@ func probeRetention(ctx context.Context, st *stack, rng *rand.Rand, emails map[s
 		return p, err
 	}
 	for i := range st.cfg.ProbeStale {
+		id := uuid.NewString()
+		watch(id) // before the row exists: the sweeper may publish it at once
 		ev := jobboard.Event{
-			Type: jobboard.EventTypeStatusChanged, EventID: uuid.NewString(),
+			Type: jobboard.EventTypeStatusChanged, EventID: id,
 			OccurredAt:    time.Now().Add(-agedBy).UTC().Truncate(time.Microsecond),
 			ApplicationID: apps[i%len(apps)], OldStatus: jobboard.StatusSubmitted, NewStatus: jobboard.StatusReviewing,
 		}
@@ -146,9 +152,10 @@ func waitForSweeps(ctx context.Context, st *stack, since time.Time, n int, timeo
 	}
 }
 
-// finishProbe compares the emails before (b) and after (c) the probe and
-// reads what the workers logged about the copies.
-func finishProbe(ctx context.Context, st *stack, p *Probe, b, c map[string]int, lines []recordLine, sentAt time.Time) error {
+// finishProbe compares the emails before (b) and after (c) the probe,
+// reads what the workers logged about the copies, and takes the stale ids
+// that were published (carried by a call to SQS).
+func finishProbe(ctx context.Context, st *stack, p *Probe, b, c map[string]int, lines []recordLine, sentAt time.Time, published []string) error {
 	aged := map[string]bool{}
 	for _, id := range p.Aged {
 		aged[id] = true
@@ -168,7 +175,8 @@ func finishProbe(ctx context.Context, st *stack, p *Probe, b, c map[string]int, 
 			p.StaleEmailed = append(p.StaleEmailed, id)
 		}
 	}
-	var err error
-	p.StalePublished, err = st.db.publishedOf(ctx, p.Stale)
+	p.StalePublished = published
+	marked, err := st.db.publishedOf(ctx, p.Stale)
+	p.StaleMarked = len(marked)
 	return err
 }

@@ -95,7 +95,7 @@ func (r *Report) judgeFailures(cfg Config) {
 			fail("retention probe: a worker logged outcome expired for %d of %d aged copies", p.Expired, len(p.Aged))
 		}
 		if n := len(p.StalePublished); n > 0 {
-			fail("retention probe: the sweeper published %d of %d outbox rows older than the retention", n, len(p.Stale))
+			fail("retention probe: %d of %d outbox rows older than the retention were published to SQS", n, len(p.Stale))
 		}
 		if n := len(p.StaleEmailed); n > 0 {
 			fail("retention probe: %d of %d outbox rows older than the retention were emailed", n, len(p.Stale))
@@ -150,8 +150,8 @@ func (r *Report) Print(w io.Writer) {
 	if q := r.Retention; q != nil {
 		p("  retention:   %d aged events (claims deleted by the sweeper: %v), %d copies delivered: %d logged expired, %d emailed again",
 			len(q.Aged), q.ClaimsDeleted, q.CopiesSent, q.Expired, len(q.SecondEmails))
-		p("               %d stale unpublished rows over %d sweeps: %d published, %d emailed",
-			len(q.Stale), q.SweepsAfter, len(q.StalePublished), len(q.StaleEmailed))
+		p("               %d stale unpublished rows over %d sweeps: %d published to SQS, %d emailed (%d marked published in the outbox)",
+			len(q.Stale), q.SweepsAfter, len(q.StalePublished), len(q.StaleEmailed), q.StaleMarked)
 	}
 	var faults []string
 	for _, k := range allFaultKinds {
