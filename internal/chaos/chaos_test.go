@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobboard/jobboard/internal/chaos"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
@@ -55,5 +57,35 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 		}
 		l.t.Log(string(l.buf[:i]))
 		l.buf = l.buf[i+1:]
+	}
+}
+
+// A run that cannot start its processes still stops what it started and
+// drops its database, and says why it failed.
+func TestRunCleansUpWhenTheStackCannotStart(t *testing.T) {
+	cfg := chaos.Short()
+	cfg.ServerURL = pgtest.ServerURL()
+	cfg.Seed = 1
+	cfg.BinDir = t.TempDir() // no binaries in it
+	cfg.LogDir = t.TempDir()
+
+	rep, err := chaos.Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "start the stack") {
+		t.Fatalf("Run error = %v, want the stack's start failure", err)
+	}
+	if rep == nil || rep.Passed() || rep.Database == "" {
+		t.Fatalf("report = %+v, want a failed run that names its database", rep)
+	}
+	conn, err := pgx.Connect(context.Background(), cfg.ServerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, rep.Database).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if exists {
+		t.Errorf("database %s is still there", rep.Database)
 	}
 }

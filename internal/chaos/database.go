@@ -141,12 +141,15 @@ func (d *db) busyWorkers(ctx context.Context) (int, error) {
 // whether it was inside a transaction (a claim, or for a worker that sends
 // inside its transaction, a send). With $2 true it ends them only when at
 // least one is inside a transaction, so that the harness can wait for that
-// moment.
+// moment. Sessions younger than two seconds are spared: a worker starting
+// up pings the database once and exits if that fails, and a failed start
+// is not the fault under test.
 const terminateWorkersSQL = `
 WITH workers AS (
     SELECT pid, state LIKE 'idle in transaction%' AS in_tx
     FROM pg_stat_activity
     WHERE datname = $1 AND application_name LIKE 'chaos-worker-%'
+      AND backend_start < now() - interval '2 seconds'
 )
 SELECT in_tx, pg_terminate_backend(pid) FROM workers
 WHERE NOT $2 OR EXISTS (SELECT 1 FROM workers WHERE in_tx)`

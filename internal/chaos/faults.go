@@ -52,8 +52,9 @@ type plannedFault struct {
 }
 
 // plan returns the fault schedule of a run: every kind once, in a random
-// order, then random kinds until the load's planned end; gaps between
-// FaultGapMin and FaultGapMax. The same seed gives the same schedule.
+// order, then random kinds as long as they end before the load's planned
+// end; gaps between FaultGapMin and FaultGapMax. The same seed gives the
+// same schedule.
 func plan(cfg Config, rng *rand.Rand) []plannedFault {
 	between := func(lo, hi time.Duration) time.Duration {
 		if hi <= lo {
@@ -82,10 +83,14 @@ func plan(cfg Config, rng *rand.Rand) []plannedFault {
 		k := allFaultKinds[rng.IntN(len(allFaultKinds))]
 		if i < len(kinds) {
 			k = kinds[i]
-		} else if at > cfg.LoadDuration {
+		}
+		pf := plannedFault{At: at, Kind: k, For: duration(k)}
+		// After every kind had its turn, a fault that would outlast the
+		// load is not planned: the run would only wait for it.
+		if i >= len(kinds) && pf.At+pf.For > cfg.LoadDuration {
 			return out
 		}
-		out = append(out, plannedFault{At: at, Kind: k, For: duration(k)})
+		out = append(out, pf)
 		at += between(cfg.FaultGapMin, cfg.FaultGapMax)
 	}
 }

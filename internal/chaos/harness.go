@@ -104,6 +104,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}()
 	logf("starting the stack (logs in %s)", logDir)
 	serr := startServices(ctx, cfg, st)
+	rep.Database = st.dbName
 	if berr := <-built; berr != nil || serr != nil {
 		return rep, errors.Join(berr, serr)
 	}

@@ -15,6 +15,8 @@ type Report struct {
 	Seed     int64
 	Duration time.Duration
 	LogDir   string
+	// Database is the run's own database, dropped at the end.
+	Database string
 
 	// The load, as the generator saw it.
 	Applications int
