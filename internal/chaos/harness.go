@@ -134,7 +134,7 @@ func (r *run) phases(ctx context.Context) error {
 	cfg, st, rep := r.cfg, r.st, r.rep
 	a := &api{urls: st.apiURLs, http: &http.Client{Timeout: 10 * time.Second}, rng: rand.New(rand.NewPCG(r.rng.Uint64(), 1))}
 	phase := time.Now()
-	apps, err := seed(ctx, a, cfg)
+	apps, err := seedData(ctx, a, cfg)
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
@@ -269,6 +269,8 @@ func (r *run) phases(ctx context.Context) error {
 	}
 	sentAt := time.Now().Add(-time.Second)
 	r.logf("retention probe: aged %d events, inserted %d stale rows, delivered %d copies", len(probe.Aged), len(probe.Stale), probe.CopiesSent)
+	// Two sweeps ending after the copies were sent: the first may have
+	// begun before the stale rows existed, the second began after it ended.
 	if probe.SweepsAfter, err = waitForSweeps(ctx, st, sentAt, 2, cfg.SettleTimeout); err != nil {
 		return err
 	}

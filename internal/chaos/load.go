@@ -98,10 +98,10 @@ type application struct {
 	status         jobboard.ApplicationStatus
 }
 
-// seed registers the accounts, companies and jobs, and has every
+// seedData registers the accounts, companies and jobs, and has every
 // candidate apply to every job, through the API. It runs before any fault,
 // so every error is real.
-func seed(ctx context.Context, a *api, cfg Config) ([]*application, error) {
+func seedData(ctx context.Context, a *api, cfg Config) ([]*application, error) {
 	register := func(role string, i int) (string, error) {
 		var out struct {
 			Token string `json:"token"`
@@ -195,7 +195,7 @@ type loadStats struct {
 // concurrent walkers, at most cfg.Changes requests spread over
 // cfg.LoadDuration, until done or ctx ends. After a failed request it reads
 // the application's status back and carries on from there.
-func walk(ctx context.Context, a *api, cfg Config, apps []*application, seed uint64, stats *loadStats) {
+func walk(ctx context.Context, a *api, cfg Config, apps []*application, rngSeed uint64, stats *loadStats) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.LoadDuration*3/2)
 	defer cancel()
 	queue := make(chan *application, len(apps))
@@ -210,7 +210,7 @@ func walk(ctx context.Context, a *api, cfg Config, apps []*application, seed uin
 
 	var wg sync.WaitGroup
 	for w := range cfg.Walkers {
-		rng := rand.New(rand.NewPCG(seed, uint64(w)))
+		rng := rand.New(rand.NewPCG(rngSeed, uint64(w)))
 		wg.Go(func() {
 			for app := range queue {
 				for !app.status.Terminal() {

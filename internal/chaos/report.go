@@ -96,6 +96,9 @@ func (r *Report) judgeFailures(cfg Config) {
 		if p.Expired < len(p.Aged) {
 			fail("retention probe: a worker logged outcome expired for %d of %d aged copies", p.Expired, len(p.Aged))
 		}
+		if p.SweepsAfter < 2 {
+			fail("retention probe: the sweeper logged %d sweeps after the stale rows were inserted, want 2 (is its \"sweep done\" line still there?)", p.SweepsAfter)
+		}
 		if n := len(p.StalePublished); n > 0 {
 			fail("retention probe: %d of %d outbox rows older than the retention were published to SQS", n, len(p.Stale))
 		}
@@ -126,7 +129,7 @@ func (r *Report) judgeFailures(cfg Config) {
 // Print writes the report for people.
 func (r *Report) Print(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
-	p("chaos report (%s): seed %d, %s", r.Name, r.Seed, r.Duration.Round(time.Second))
+	p("chaos report (%s): seed %d, %s, database %s (dropped)", r.Name, r.Seed, r.Duration.Round(time.Second), r.Database)
 	p("  load:        %d applications; %d PATCH requests: %d confirmed, %d uncertain (read back %d), %d conflicts",
 		r.Applications, r.Requests, r.Confirmed, r.Uncertain, r.ReadBacks, r.Conflicts)
 	p("  committed:   %d status changes (history rows)", r.EventsCommitted)
