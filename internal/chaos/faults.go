@@ -101,6 +101,8 @@ func plan(cfg Config, rng *rand.Rand) []plannedFault {
 type sesRule struct {
 	outage  atomic.Int64 // a faultproxy.Fault
 	resetOn atomic.Bool
+	// sends counts the SendEmail calls, resetTotal those reset.
+	sends, resetTotal atomic.Int64
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -112,10 +114,14 @@ func newSESRule(rng *rand.Rand) *sesRule {
 }
 
 func (s *sesRule) decide(r *http.Request, body []byte) faultproxy.Fault {
+	send := isSendEmail(r)
+	if send {
+		s.sends.Add(1)
+	}
 	if f := faultproxy.Fault(s.outage.Load()); f != faultproxy.Pass {
 		return f
 	}
-	if !s.resetOn.Load() || !isSendEmail(r) {
+	if !s.resetOn.Load() || !send {
 		return faultproxy.Pass
 	}
 	s.mu.Lock()
@@ -124,6 +130,7 @@ func (s *sesRule) decide(r *http.Request, body []byte) faultproxy.Fault {
 		return faultproxy.Pass
 	}
 	s.resetIDs[sendEmailEventID(body)]++
+	s.resetTotal.Add(1)
 	return faultproxy.ResetAfter
 }
 
@@ -233,6 +240,7 @@ type injector struct {
 	mu                  sync.Mutex
 	counts              map[faultKind]int
 	skipped             map[faultKind]int
+	sendsHit            map[faultKind]int64 // SendEmail calls the SES faults met
 	sessionsEnded, inTx int
 	frozenBeyondTimeout int
 }
@@ -242,7 +250,7 @@ func newInjector(st *stack, cfg Config, rng *rand.Rand, logf func(string, ...any
 		st: st, cfg: cfg, logf: logf, rng: rng,
 		ses:    newSESRule(rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))),
 		sqs:    newSQSRule(),
-		counts: map[faultKind]int{}, skipped: map[faultKind]int{},
+		counts: map[faultKind]int{}, skipped: map[faultKind]int{}, sendsHit: map[faultKind]int64{},
 	}
 	st.sesProxy.SetRule(in.ses.decide)
 	st.sqsProxy.SetRule(in.sqs.decide)
@@ -368,11 +376,32 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) {
 	case faultSESUnavailable, faultSESRefuse, faultSESResetAfter, faultSESSlow, faultSESTooSlow:
 		in.sesMu.Lock()
 		defer in.sesMu.Unlock()
+		hits := in.ses.sends.Load
+		if pf.Kind == faultSESResetAfter {
+			hits = in.ses.resetTotal.Load
+		}
+		before := hits()
 		undo := in.sesFault(pf)
 		_ = pause(ctx, pf.For)
+		// A window that no send went through proves nothing (the workers
+		// may all have been down, or SQS out): keep it open until one does.
+		for until := time.Now().Add(maxExtension); hits() == before && time.Now().Before(until); {
+			if pause(ctx, 50*time.Millisecond) != nil {
+				break
+			}
+		}
 		undo()
+		n := hits() - before
+		in.mu.Lock()
+		in.sendsHit[pf.Kind] += n
+		in.mu.Unlock()
+		in.logf("t+%5.1fs  %-18s over: %d sends hit", time.Since(in.start).Seconds(), pf.Kind, n)
 	}
 }
+
+// maxExtension bounds how long an SES fault stays on past its planned end
+// while waiting for a send to hit.
+const maxExtension = 8 * time.Second
 
 // sesFault switches on an SES fault and returns what switches it off.
 func (in *injector) sesFault(pf plannedFault) (undo func()) {

@@ -185,6 +185,12 @@ func TestSESRule(t *testing.T) {
 	if r, b := send("a"); rule.decide(r, b) != faultproxy.Pass {
 		t.Error("resets switched off, yet the rule did not pass")
 	}
+	if got, want := rule.sends.Load(), int64(202); got != want {
+		t.Errorf("sends = %d, want %d (the SendEmail calls only)", got, want)
+	}
+	if got := rule.resetTotal.Load(); got != int64(resets) {
+		t.Errorf("resetTotal = %d, want %d", got, resets)
+	}
 }
 
 // The SQS rule sees the event ids the real publisher sends through the

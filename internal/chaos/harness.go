@@ -318,6 +318,10 @@ func (r *run) collectFaults() {
 	for k, n := range in.skipped {
 		r.rep.Skipped[k] = n
 	}
+	r.rep.SendsHit = map[faultKind]int64{}
+	for k, n := range in.sendsHit {
+		r.rep.SendsHit[k] = n
+	}
 	r.rep.SessionsEnded, r.rep.SessionsInTx, r.rep.LongFreezes = in.sessionsEnded, in.inTx, in.frozenBeyondTimeout
 	for _, n := range in.ses.resets() {
 		r.rep.SESResets += n

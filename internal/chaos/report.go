@@ -50,6 +50,7 @@ type Report struct {
 
 	Faults        map[faultKind]int
 	Skipped       map[faultKind]int
+	SendsHit      map[faultKind]int64 // SendEmail calls met by each SES fault kind
 	SessionsEnded int
 	SessionsInTx  int
 	LongFreezes   int
@@ -117,6 +118,9 @@ func (r *Report) judgeFailures(cfg Config) {
 		if r.Faults[k] == 0 {
 			fail("fault %s was never injected", k)
 		}
+		if n, ok := r.SendsHit[k]; ok && n == 0 {
+			fail("fault %s never met a send", k)
+		}
 	}
 	if r.LongFreezes == 0 {
 		fail("no worker was frozen for longer than the visibility timeout")
@@ -161,6 +165,9 @@ func (r *Report) Print(w io.Writer) {
 	var faults []string
 	for _, k := range allFaultKinds {
 		s := fmt.Sprintf("%s %d", k, r.Faults[k])
+		if n, ok := r.SendsHit[k]; ok {
+			s += fmt.Sprintf(" (%d sends hit)", n)
+		}
 		if r.Skipped[k] > 0 {
 			s += fmt.Sprintf(" (%d skipped)", r.Skipped[k])
 		}
