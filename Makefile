@@ -28,7 +28,7 @@ ARTIFACTS_DIR ?= build
 LAMBDA_GOFLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
-.PHONY: dev test lint bench fuzz migrate build localaws rie invoke
+.PHONY: dev test lint bench fuzz migrate build localaws rie invoke chaos
 .PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction
 
 ## dev: the whole system on this machine (see internal/devstack): PostgreSQL,
@@ -37,6 +37,14 @@ LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldf
 dev: $(LOCALAWS)
 	$(GO) build -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/dev
 	$(WITH_PG) build/dev/dev -bin build/dev
+
+## chaos: the email promise under faults (see internal/chaos): the whole
+## stack on free ports, thousands of status changes while processes die and
+## freeze and SQS and SES fail, then a report of lost and duplicated emails.
+## CHAOS_FLAGS passes flags, e.g. CHAOS_FLAGS='-seed 42' or '-short'.
+chaos: $(LOCALAWS)
+	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/chaos
+	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
 
 ## test: lint, then every test with the race detector.
 test: lint $(LOCALAWS) $(AWS_LAMBDA_RIE)
