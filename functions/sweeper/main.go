@@ -149,11 +149,12 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (s
 		return nil, nil, err
 	}
 	sw, err = outbox.NewSweeper(outbox.SweeperConfig{
-		Store:     db,
-		Publisher: publisher,
-		Retention: s.retention,
-		Logger:    logger,
-		Metrics:   stdout,
+		Store:         db,
+		Publisher:     publisher,
+		Retention:     s.retention,
+		Logger:        logger,
+		Metrics:       stdout,
+		LoginFailures: db,
 	})
 	if err != nil {
 		db.Close()
