@@ -126,4 +126,3 @@ func TestSAMSchemaRejectsWhatSAMWouldReject(t *testing.T) {
 		}
 	}
 }
-
