@@ -36,6 +36,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -260,6 +261,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 	}
 	relay := eventRelay(ctx, cfg.getenv, cfg.aws, db, logger)
 	h = httpapi.NewServer(httpapi.Config{
+		RequestID:    gatewayRequestID,
 		Users:        db,
 		Companies:    db,
 		Jobs:         db,
@@ -285,6 +287,14 @@ func lambdaPool(c *pgxpool.Config) {
 	c.MaxConns = 2
 	c.MinConns = 0
 	c.MaxConnIdleTime = time.Minute
+}
+
+// gatewayRequestID is API Gateway's request id of a request that came
+// through the Lambda proxy adapter, or "" (served locally): the API's log
+// lines then carry the id of the gateway's access log.
+func gatewayRequestID(r *http.Request) string {
+	gw, _ := core.GetAPIGatewayV2ContextFromContext(r.Context())
+	return gw.RequestID
 }
 
 // runLambda serves API Gateway HTTP API (payload v2) events. lambda.Start

@@ -32,6 +32,11 @@ type Config struct {
 	Relay jobboard.EventRelay
 	// Logger receives the access log and errors. Nil: logs are discarded.
 	Logger *slog.Logger
+	// RequestID gives the id a request arrived with, such as API Gateway's
+	// (functions/api reads it from the Lambda proxy's context), so that the
+	// log lines join the gateway's access log; "" or a nil RequestID: a
+	// random id is made here.
+	RequestID func(*http.Request) string
 	// TokenKey signs and verifies the HS256 bearer tokens. It should be at
 	// least 32 random bytes. Empty: every token is refused and none is issued
 	// (the server fails closed).
@@ -82,6 +87,7 @@ type server struct {
 	pinger       Pinger
 	relay        jobboard.EventRelay
 	log          *slog.Logger
+	requestID    func(*http.Request) string
 	tokens       tokenIssuer
 	passwords    passwordHasher
 	logins       jobboard.LoginThrottle
@@ -135,6 +141,7 @@ func newServer(cfg Config) *server {
 		pinger:       cfg.Pinger,
 		relay:        cfg.Relay,
 		log:          cfg.Logger,
+		requestID:    cfg.RequestID,
 		tokens:       tokenIssuer{keys: cfg.TokenKeys, ttl: cfg.TokenTTL, now: cfg.Now},
 		passwords:    newPasswordHasher(cfg.Password),
 		logins:       cfg.Logins,

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/jobboard/jobboard/internal/httpapi"
@@ -212,13 +213,18 @@ func TestUnexpectedErrorsAndPanics(t *testing.T) {
 
 // Every log line of a request carries its request id: the access line,
 // errors, and the relay warning; requests that come through API Gateway use
-// API Gateway's request id.
+// API Gateway's request id, given by Config.RequestID (as functions/api
+// gives it).
 func TestRequestIDInEveryLogLine(t *testing.T) {
 	t.Parallel()
 	relay := &failingRelay{err: errors.New("queue unavailable")}
 	a := newAPI(t, func(c *httpapi.Config) {
 		c.Relay = relay
 		c.Jobs = failingJobsOnly{JobStore: c.Jobs, failID: 999}
+		c.RequestID = func(r *http.Request) string {
+			gw, _ := core.GetAPIGatewayV2ContextFromContext(r.Context())
+			return gw.RequestID
+		}
 	})
 	w := a.world()
 	setupLines := len(a.logs.lines(t))
