@@ -10,6 +10,8 @@ func (s *server) addRoutes() {
 
 	s.add("POST /v1/auth/register", s.register)
 	s.add("POST /v1/auth/login", s.login)
+	s.add("POST /v1/auth/verify-email", s.verifyEmail)
+	s.add("POST /v1/auth/resend-verification", s.resendVerification)
 	s.add("GET /v1/me", s.me)
 	s.add("GET /v1/me/applications", s.myApplications)
 

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"sync"
 	"time"
 
@@ -58,8 +59,13 @@ const returnMargin = 250 * time.Millisecond
 type Config struct {
 	// Store claims events and loads applications (postgres.DB).
 	Store jobboard.EventStore
-	// Mailer sends the status emails (mail.Sender).
+	// Mailer sends the status and verification emails (mail.Sender).
 	Mailer jobboard.Mailer
+	// VerifyEmailURL is the base of the verification link (the
+	// VERIFY_EMAIL_URL setting): the page of the front end that posts the
+	// token to POST /v1/auth/verify-email. The link is this URL with
+	// token=<token> added to its query. Required: an absolute http(s) URL.
+	VerifyEmailURL string
 	// Redelivery, if set, gives failed records their backoff
 	// (queue.Redeliverer); otherwise they wait for the visibility timeout.
 	Redelivery jobboard.Redeliverer
@@ -89,7 +95,8 @@ type Config struct {
 
 // Handler handles batches of events. It is safe for concurrent use.
 type Handler struct {
-	c Config
+	c         Config
+	verifyURL *url.URL
 }
 
 // New returns a Handler. It returns an error when a required dependency is
@@ -97,6 +104,10 @@ type Handler struct {
 func New(c Config) (*Handler, error) {
 	if c.Store == nil || c.Mailer == nil {
 		return nil, errors.New("worker: Store and Mailer are required")
+	}
+	verifyURL, err := ParseVerifyEmailURL(c.VerifyEmailURL)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
 	}
 	defaults := []struct {
 		v   *time.Duration
@@ -136,7 +147,24 @@ func New(c Config) (*Handler, error) {
 	if c.Jitter == nil {
 		c.Jitter = defaultJitter
 	}
-	return &Handler{c: c}, nil
+	return &Handler{c: c, verifyURL: verifyURL}, nil
+}
+
+// ParseVerifyEmailURL reads the base of the verification link. Errors: not
+// an absolute http or https URL, or one that carries a token already.
+func ParseVerifyEmailURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	switch {
+	case s == "":
+		return nil, errors.New("the verification link's URL (VERIFY_EMAIL_URL) is required")
+	case err != nil:
+		return nil, fmt.Errorf("verification link's URL %q: %w", s, err)
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return nil, fmt.Errorf("verification link's URL %q: want an absolute http or https URL", s)
+	case u.Query().Has("token"):
+		return nil, fmt.Errorf("verification link's URL %q has a token parameter already", s)
+	}
+	return u, nil
 }
 
 // Handle processes a batch and reports the records that failed, which SQS
