@@ -138,8 +138,9 @@ func (c client) verify(ctx context.Context, ses, email, token string) error {
 	}
 	var none struct{}
 	err := c.do(ctx, http.MethodPost, "/v1/auth/resend-verification", token, nil, http.StatusAccepted, &none)
-	if se := (*statusError)(nil); err != nil && !(errors.As(err, &se) && se.got == http.StatusTooManyRequests) {
-		return err // 429: the registration's email is on its way
+	// 429: the registration's email is on its way.
+	if se := (*statusError)(nil); err != nil && (!errors.As(err, &se) || se.got != http.StatusTooManyRequests) {
+		return err
 	}
 	deadline := time.Now().Add(verifyWait)
 	for {

@@ -92,7 +92,7 @@ type VerificationPolicy struct {
 	PerAddress int
 }
 
-// DefaultVerificationPolicy: a minute between resends, at most five per
+// DefaultVerificationPolicy is a minute between resends, at most five per
 // hour for an account and for an address.
 var DefaultVerificationPolicy = VerificationPolicy{
 	Cooldown: time.Minute, Window: time.Hour, PerAccount: 5, PerAddress: 5,
