@@ -11,7 +11,8 @@
 // STATUS_EVENTS_QUEUE_URL (required); RETENTION_DAYS (default 30, at least
 // 15);
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
-// mode only). AWS settings come from the SDK's default configuration;
+// mode only); SWEEP_GRACE (how long a fresh row is left to the API's relay,
+// default 30s; the chaos harness shortens it). AWS settings come from the SDK's default configuration;
 // AWS_ENDPOINT_URL_SQS points it at a local stand-in.
 package main
 
@@ -53,6 +54,7 @@ func main() {
 type settings struct {
 	queueURL  string
 	retention time.Duration
+	grace     time.Duration
 	logLevel  slog.Level
 }
 
@@ -67,6 +69,13 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	var err error
 	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
 		problems = append(problems, fmt.Errorf("RETENTION_DAYS: %w", err))
+	}
+	if v := getenv("SWEEP_GRACE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			problems = append(problems, fmt.Errorf("SWEEP_GRACE = %q: want a positive duration such as 30s", v))
+		}
+		s.grace = d
 	}
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
 		if err := s.logLevel.UnmarshalText([]byte(lvl)); err != nil {
@@ -152,6 +161,7 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (s
 		Store:     db,
 		Publisher: publisher,
 		Retention: s.retention,
+		Grace:     s.grace,
 		Logger:    logger,
 		Metrics:   stdout,
 	})

@@ -18,6 +18,8 @@
 // http://localhost:3000/verify-email elsewhere);
 // RETENTION_DAYS (default 30, at least 15; as the sweeper's);
 // WORKER_CONCURRENCY (records of a batch handled at once, default 10);
+// LOCAL_INVOCATION_TIMEOUT (local mode only: the deadline of one local
+// invocation, default 30s, the function's Timeout in template.yaml);
 // LOG_LEVEL (debug, info, warn, error; default info). AWS settings come from
 // the SDK's default configuration; AWS_ENDPOINT_URL_SESV2 and
 // AWS_ENDPOINT_URL_SQS point it at local stand-ins.
@@ -74,8 +76,9 @@ const (
 // a whole batch of concurrent records, whose time goes to SES.
 const poolSize = 2
 
-// localTimeout is the deadline of one local invocation: the worker's
-// Timeout in template.yaml.
+// localTimeout is the default deadline of one local invocation: the
+// worker's Timeout in template.yaml. LOCAL_INVOCATION_TIMEOUT overrides it,
+// so that the chaos harness can reach the deadline within a short run.
 const localTimeout = 30 * time.Second
 
 // localVerifyEmailURL is the verification link's base outside Lambda: the
@@ -90,6 +93,7 @@ type settings struct {
 	queueURL         string
 	retention        time.Duration
 	concurrency      int
+	localTimeout     time.Duration
 	logLevel         slog.Level
 }
 
@@ -100,6 +104,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		queueURL:         getenv("STATUS_EVENTS_QUEUE_URL"),
 		verifyEmailURL:   getenv("VERIFY_EMAIL_URL"),
 		concurrency:      worker.DefaultConcurrency,
+		localTimeout:     localTimeout,
 	}
 	var missing []error
 	if s.mailFrom == "" {
@@ -124,6 +129,11 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if v := getenv("WORKER_CONCURRENCY"); v != "" {
 		if s.concurrency, err = strconv.Atoi(v); err != nil || s.concurrency < 1 || s.concurrency > 100 {
 			missing = append(missing, fmt.Errorf("WORKER_CONCURRENCY = %q: want a whole number from 1 to 100", v))
+		}
+	}
+	if v := getenv("LOCAL_INVOCATION_TIMEOUT"); v != "" {
+		if s.localTimeout, err = time.ParseDuration(v); err != nil || s.localTimeout <= 0 {
+			missing = append(missing, fmt.Errorf("LOCAL_INVOCATION_TIMEOUT = %q: want a positive duration such as 30s", v))
 		}
 	}
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
@@ -222,7 +232,7 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (*
 			Client:         sqsClient,
 			QueueURL:       s.queueURL,
 			Handler:        h.Handle,
-			HandlerTimeout: localTimeout,
+			HandlerTimeout: s.localTimeout,
 			FunctionName:   "worker",
 			Logger:         logger,
 		},

@@ -31,6 +31,8 @@ const (
 	kindUnavailable          = "unavailable"
 	kindQueryTimeout         = "query-timeout"
 	kindTooManyAttempts      = "too-many-attempts"
+	kindIdempotencyKeyInUse  = "idempotency-key-in-use"
+	kindIdempotencyKeyReused = "idempotency-key-reused"
 
 	kindAlreadyVerified          = "already-verified"
 	kindInvalidVerificationToken = "invalid-verification-token"
@@ -105,6 +107,7 @@ var errorKinds = []struct {
 	{jobboard.ErrJobClosed, http.StatusConflict, kindJobClosed, "The job no longer accepts applications."},
 	{jobboard.ErrInvalidTransition, http.StatusConflict, kindInvalidTransition, ""},
 	{jobboard.ErrPreconditionFailed, http.StatusPreconditionFailed, kindPreconditionFailed, "The application has changed since you read it (If-Match is stale)."},
+	{jobboard.ErrIdempotencyKeyInUse, http.StatusConflict, kindIdempotencyKeyInUse, "A request with this Idempotency-Key is still in progress; retry it after a moment to get its answer."},
 	{jobboard.ErrAlreadyVerified, http.StatusConflict, kindAlreadyVerified, "Your email address is verified already."},
 	{jobboard.ErrVerificationTokenInvalid, http.StatusBadRequest, kindInvalidVerificationToken,
 		"The verification link is not valid (a newer email may have replaced it); sign in and ask for a new one."},

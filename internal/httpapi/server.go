@@ -56,6 +56,16 @@ type Config struct {
 	VerificationPolicy jobboard.VerificationPolicy
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
+	// Idempotency keeps the answers of writes sent with an Idempotency-Key.
+	// Nil: such writes fail (500) rather than run without the guarantee.
+	Idempotency jobboard.IdempotencyStore
+	// PublicMaxAge and StaleWhileRevalidate make the Cache-Control of
+	// anonymous job searches, jobs and companies. Zero: DefaultPublicMaxAge
+	// and DefaultStaleWhileRevalidate.
+	PublicMaxAge, StaleWhileRevalidate time.Duration
+	// CORSAllowedOrigins lists the origins whose browsers may call the API
+	// (see ParseAllowedOrigins). Empty: no CORS header fields at all.
+	CORSAllowedOrigins []string
 }
 
 // relayTimeout bounds the fast-path publish of a status event. It runs
@@ -82,16 +92,20 @@ type server struct {
 	now          func() time.Time
 	mux          *http.ServeMux
 	patterns     []string // registered routes, for tests
+	idempotency  jobboard.IdempotencyStore
+	publicCache  string // Cache-Control of anonymous public reads
+	corsOrigins  []string
 
 	// verificationPolicy bounds the verification emails.
 	verificationPolicy jobboard.VerificationPolicy
 }
 
 // NewServer returns the HTTP handler of the job-board API: every route of
-// routes.go behind the request-id, logging and panic-recovery middleware.
+// routes.go behind the request-id, logging and panic-recovery middleware,
+// CORS, and Cache-Control: no-store unless an answer says otherwise.
 func NewServer(cfg Config) http.Handler {
 	s := newServer(cfg)
-	return s.observe(http.HandlerFunc(s.route))
+	return s.observe(s.cors(noStoreByDefault(http.HandlerFunc(s.route))))
 }
 
 func newServer(cfg Config) *server {
@@ -113,6 +127,12 @@ func newServer(cfg Config) *server {
 	if cfg.LoginPolicy == (jobboard.LoginPolicy{}) {
 		cfg.LoginPolicy = jobboard.DefaultLoginPolicy
 	}
+	if cfg.PublicMaxAge <= 0 {
+		cfg.PublicMaxAge = DefaultPublicMaxAge
+	}
+	if cfg.StaleWhileRevalidate <= 0 {
+		cfg.StaleWhileRevalidate = DefaultStaleWhileRevalidate
+	}
 	if cfg.VerificationPolicy == (jobboard.VerificationPolicy{}) {
 		cfg.VerificationPolicy = jobboard.DefaultVerificationPolicy
 	}
@@ -130,6 +150,9 @@ func newServer(cfg Config) *server {
 		loginPolicy:  cfg.LoginPolicy,
 		now:          cfg.Now,
 		mux:          http.NewServeMux(),
+		idempotency:  cfg.Idempotency,
+		publicCache:  publicCacheControl(cfg.PublicMaxAge, cfg.StaleWhileRevalidate),
+		corsOrigins:  cfg.CORSAllowedOrigins,
 
 		verificationPolicy: cfg.VerificationPolicy,
 	}

@@ -74,6 +74,12 @@ func TestResponseValidatorRejectsMismatches(t *testing.T) {
 		{"bad role", "GET", "/v1/me", 200, h, strings.Replace(okUser, "candidate", "admin", 1), false},
 		{"unknown path must be 404", "GET", "/v1/nope", 200, h, `{}`, false},
 		{"unknown path 404 problem", "GET", "/v1/nope", 404, problemHeader, `{"type":"https://jobboard.example/problems/not-found","title":"Not Found","status":404}`, true},
+		{"304 without ETag", "GET", "/v1/jobs/1", 304, http.Header{"X-Request-Id": {"r1"}, "Cache-Control": {"private, no-cache"}, "Vary": {"Authorization"}}, ``, false},
+		{"304 control", "GET", "/v1/jobs/1", 304, http.Header{"X-Request-Id": {"r1"}, "Etag": {`"x1"`}, "Cache-Control": {"private, no-cache"}, "Vary": {"Authorization"}}, ``, true},
+		{"304 where no ETag is given", "GET", "/v1/me", 304, http.Header{"X-Request-Id": {"r1"}, "Etag": {`"x1"`}}, ``, false},
+		{"Idempotent-Replayed not true", "POST", "/v1/companies", 201,
+			http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"r1"}, "Location": {"/v1/companies/1"}, "Idempotent-Replayed": {"yes"}},
+			`{"id":1,"name":"A","description":"","website":"","created_by":1,"created_at":"2026-12-02T10:00:00Z"}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -38,7 +38,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("register %s: %w", in.Role, err)
 	}
 	if ev != nil {
-		s.relayEvent(r, *ev)
+		afterCommit(r, func() { s.relayEvent(r, *ev) })
 	} else {
 		loggerFrom(r.Context(), s.log).InfoContext(r.Context(), "registered without a verification email: the address had too many this hour",
 			slog.Int64("user_id", u.ID))

@@ -56,7 +56,7 @@ func (s *server) resendVerification(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return fmt.Errorf("resend verification to user %d: %w", a.UserID, err)
 	}
-	s.relayEvent(r, ev)
+	afterCommit(r, func() { s.relayEvent(r, ev) })
 	w.WriteHeader(http.StatusAccepted)
 	return nil
 }

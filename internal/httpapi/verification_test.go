@@ -183,3 +183,29 @@ func TestVerificationEventsAreRelayed(t *testing.T) {
 		t.Fatalf("relayed %+v, want two verification events of user %d", evs, u.ID)
 	}
 }
+
+// A resend retried with its Idempotency-Key (the first answer was lost)
+// gets the first answer again, not a 429, and queues nothing more; the
+// relay runs once, after the commit.
+func TestResendVerificationWithIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	relay := &failingRelay{}
+	clk := &clock{now: time.Now().UTC()}
+	a := newAPI(t, func(cfg *httpapi.Config) { cfg.Relay = relay; cfg.Now = clk.Now })
+	u := a.register(jobboard.RoleCandidate)
+	clk.advance(time.Minute)
+	key := newKey()
+	first := a.do("POST", "/v1/auth/resend-verification", nil, as(u), withKey(key))
+	want(t, first, http.StatusAccepted)
+	retry := a.do("POST", "/v1/auth/resend-verification", nil, as(u), withKey(key))
+	want(t, retry, http.StatusAccepted)
+	if retry.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatal("the retry ran again instead of replaying")
+	}
+	if n, relayed := a.verificationEvents(u), len(relay.all()); n != 2 || relayed != 2 {
+		t.Fatalf("%d verification events, %d relayed; want 2 each (registration, one resend)", n, relayed)
+	}
+	// Another key is another request: the cooldown answers.
+	wantProblem(t, a.do("POST", "/v1/auth/resend-verification", nil, as(u), withKey(newKey())),
+		http.StatusTooManyRequests, "too-many-verification-emails")
+}

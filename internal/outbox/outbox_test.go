@@ -378,3 +378,35 @@ func TestNewSweeperValidates(t *testing.T) {
 		t.Error("NewSweeper with a retention shorter than the minimum succeeded")
 	}
 }
+
+// 12. The answers of idempotency keys are deleted once older than their
+// lifetime (24 hours), whatever the retention; fresher ones are kept.
+func TestSweeperDeletesExpiredIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	for _, key := range []string{"expired-key-00001", "expired-key-00002", "fresh-key-0000001"} {
+		wctx, w := e.DB.BeginIdempotent(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: key, Fingerprint: []byte{1}})
+		if err := w.Commit(wctx, jobboard.StoredResponse{Status: 201, Body: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.DB.Pool().Exec(ctx,
+		`UPDATE idempotency_keys SET created_at = now() - interval '24 hours 1 minute' WHERE key LIKE 'expired-%'`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), DeleteBatch: 1}).Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.IdempotencyKeysDeleted != 2 {
+		t.Fatalf("report = %+v, want 2 idempotency keys deleted", r)
+	}
+	if _, err := e.DB.StoredResponse(ctx, "user:1", "fresh-key-0000001"); err != nil {
+		t.Fatalf("fresh key: %v", err)
+	}
+	var left int
+	if err := e.DB.Pool().QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&left); err != nil || left != 1 {
+		t.Fatalf("keys left = %d, %v; want 1", left, err)
+	}
+}

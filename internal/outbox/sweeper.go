@@ -116,6 +116,9 @@ type Report struct {
 	// removed.
 	ProcessedEventsDeleted int64 `json:"processed_events_deleted"`
 	OutboxDeleted          int64 `json:"outbox_deleted"`
+	// IdempotencyKeysDeleted counts the stored answers of expired
+	// idempotency keys that the retention removed.
+	IdempotencyKeysDeleted int64 `json:"idempotency_keys_deleted"`
 }
 
 // Sweep publishes the rows left unpublished after the grace period, in
@@ -170,6 +173,17 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	r.OutboxDeleted = n
 	if err != nil {
 		errs = append(errs, fmt.Errorf("sweep: %w", err))
+	}
+
+	// The answers of idempotency keys live for jobboard.IdempotencyKeyTTL,
+	// whatever the retention; a store that keeps them says so by having
+	// the method.
+	if keys, ok := s.c.Store.(jobboard.IdempotencyKeyRetention); ok {
+		n, err = keys.DeleteExpiredIdempotencyKeys(ctx, jobboard.IdempotencyKeyTTL, s.c.DeleteBatch)
+		r.IdempotencyKeysDeleted = n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweep: %w", err))
+		}
 	}
 	return r, errors.Join(errs...)
 }

@@ -73,7 +73,17 @@ type querier interface {
 
 // inTx runs fn in a transaction: committed when fn returns nil, rolled back
 // when it returns an error. The commit's own error is returned, never dropped.
+// Inside a keyed write (see idempotency.go) fn runs in that write's
+// transaction instead, which its IdempotentWrite commits or rolls back as a
+// whole; an error of fn then fails the whole write.
 func (db *DB) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if w := db.idempotentWriteIn(ctx); w != nil {
+		tx, err := w.begin(ctx)
+		if err != nil {
+			return err
+		}
+		return fn(tx)
+	}
 	return pgx.BeginFunc(ctx, db.pool, fn)
 }
 

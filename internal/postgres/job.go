@@ -60,8 +60,12 @@ RETURNING ` + jobColumns
 // CreateJob stores an open job of the company. Errors: jobboard.ErrNotFound
 // when the company does not exist or the actor is not its member.
 func (db *DB) CreateJob(ctx context.Context, actor jobboard.Actor, companyID int64, nj jobboard.NewJob) (jobboard.Job, error) {
+	q, err := db.writer(ctx)
+	if err != nil {
+		return jobboard.Job{}, fmt.Errorf("create job in company %d: %w", companyID, err)
+	}
 	lo, hi, currency := salaryArgs(nj.Salary)
-	rows, _ := db.pool.Query(ctx, createJobSQL, companyID, actor.UserID, nj.Title, nj.Description,
+	rows, _ := q.Query(ctx, createJobSQL, companyID, actor.UserID, nj.Title, nj.Description,
 		nj.Location, nj.Remote, nj.EmploymentType, lo, hi, currency)
 	j, err := pgx.CollectExactlyOneRow(rows, scanJob)
 	if err != nil {
@@ -97,10 +101,13 @@ WHERE j.id = $1
   AND EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2)
 FOR UPDATE OF j`
 
+// updateJobSQL moves updated_at strictly forward, even for two updates in
+// one microsecond or under a clock step back: it is the job's entity tag.
 const updateJobSQL = `
 UPDATE jobs AS j
 SET title = $2, description = $3, location = $4, remote = $5, employment_type = $6,
-	salary_min = $7, salary_max = $8, salary_currency = $9, status = $10, updated_at = now()
+	salary_min = $7, salary_max = $8, salary_currency = $9, status = $10,
+	updated_at = greatest(now(), j.updated_at + interval '1 microsecond')
 WHERE j.id = $1
 RETURNING ` + jobColumns
 

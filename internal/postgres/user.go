@@ -33,7 +33,11 @@ RETURNING ` + userColumns
 // registers through Register. The email is stored lower-cased. Errors:
 // jobboard.ErrEmailTaken when a user with that email (in any case) exists.
 func (db *DB) CreateUser(ctx context.Context, r jobboard.Registration, passwordHash string) (jobboard.User, error) {
-	u, err := createUser(ctx, db.pool, r, passwordHash)
+	q, err := db.writer(ctx)
+	if err != nil {
+		return jobboard.User{}, fmt.Errorf("create user: %w", err)
+	}
+	u, err := createUser(ctx, q, r, passwordHash)
 	if err != nil {
 		return jobboard.User{}, fmt.Errorf("create user: %w", timeout(ctx, err))
 	}

@@ -169,7 +169,11 @@ SELECT used_at IS NOT NULL, expires_at <= $2 FROM email_verification_tokens WHER
 // jobboard.ErrVerificationTokenInvalid, jobboard.ErrVerificationTokenUsed,
 // jobboard.ErrVerificationTokenExpired.
 func (db *DB) VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time) (jobboard.User, error) {
-	rows, _ := db.pool.Query(ctx, verifyEmailSQL, tokenHash, now)
+	q, err := db.writer(ctx)
+	if err != nil {
+		return jobboard.User{}, fmt.Errorf("verify email: %w", err)
+	}
+	rows, _ := q.Query(ctx, verifyEmailSQL, tokenHash, now)
 	u, err := pgx.CollectExactlyOneRow(rows, scanUser)
 	if err == nil {
 		return u, nil
@@ -178,7 +182,7 @@ func (db *DB) VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time) 
 		return jobboard.User{}, fmt.Errorf("verify email: %w", timeout(ctx, err))
 	}
 	var used, expired bool
-	err = db.pool.QueryRow(ctx, tokenStateSQL, tokenHash, now).Scan(&used, &expired)
+	err = q.QueryRow(ctx, tokenStateSQL, tokenHash, now).Scan(&used, &expired)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		err = jobboard.ErrVerificationTokenInvalid
