@@ -328,6 +328,66 @@ func TestSweeperRetention(t *testing.T) {
 	}
 }
 
+// Failed-login counts whose last failure is older than the login policy's
+// reset period are deleted by the sweep, unless still blocking; the others
+// stay. A failing retention of them fails the sweep, not its other steps.
+func TestSweeperDeletesOldLoginFailures(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	day := jobboard.DefaultLoginPolicy.ResetAfter
+	for _, row := range []struct {
+		key          string
+		lastFailure  time.Duration // ago
+		blockedUntil time.Duration // from now; 0 for NULL
+	}{
+		{"old", day + time.Hour, 0},
+		{"old-block-over", day + time.Hour, -day},
+		{"old-still-blocked", day + time.Hour, time.Hour},
+		{"recent", day - time.Hour, 0},
+	} {
+		var until *time.Time
+		if row.blockedUntil != 0 {
+			u := time.Now().Add(row.blockedUntil)
+			until = &u
+		}
+		if _, err := e.DB.Pool().Exec(ctx, `INSERT INTO login_failures (email_digest, failures, last_failure, blocked_until) VALUES ($1, 7, $2, $3)`,
+			[]byte(row.key), time.Now().Add(-row.lastFailure), until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), LoginFailures: e.DB, DeleteBatch: 1})
+	r, err := s.Sweep(ctx)
+	if err != nil || r.LoginFailuresDeleted != 2 {
+		t.Fatalf("sweep = %+v, %v; want 2 login failure counts deleted", r, err)
+	}
+	var left []string
+	rows, _ := e.DB.Pool().Query(ctx, `SELECT convert_from(email_digest, 'UTF8') FROM login_failures ORDER BY 1`)
+	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || !slices.Equal(left, []string{"old-still-blocked", "recent"}) {
+		t.Fatalf("counts left = %v, %v; want [old-still-blocked recent]", left, err)
+	}
+
+	// Without LoginFailures nothing is deleted; a failing one fails the
+	// sweep after the other steps ran.
+	stale := statusChange(t, e, e.NewApp(t))
+	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, stale.EventID); err != nil {
+		t.Fatal(err)
+	}
+	broken := loginRetention{err: errors.New("injected: login_failures unreachable")}
+	r, err = newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), LoginFailures: broken}).Sweep(ctx)
+	if !errors.Is(err, broken.err) || r.Published != 1 {
+		t.Fatalf("sweep with a failing login retention = %+v, %v; want the event published and the error", r, err)
+	}
+}
+
+// loginRetention is a jobboard.LoginFailureRetention that fails.
+type loginRetention struct{ err error }
+
+func (l loginRetention) DeleteOldLoginFailures(context.Context, time.Duration, int) (int64, error) {
+	return 0, l.err
+}
+
 // With the queue down, the backlog grows and the metrics line says how old
 // its oldest event is, which is what the backlog alarm watches.
 func TestSweeperReportsTheBacklog(t *testing.T) {
@@ -395,7 +455,7 @@ func TestSweeperDeletesExpiredIdempotencyKeys(t *testing.T) {
 		`UPDATE idempotency_keys SET created_at = now() - interval '24 hours 1 minute' WHERE key LIKE 'expired-%'`); err != nil {
 		t.Fatal(err)
 	}
-	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), DeleteBatch: 1}).Sweep(ctx)
+	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), IdempotencyKeys: e.DB, DeleteBatch: 1}).Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,10 @@ import (
 // store interfaces of package jobboard.
 type DB struct {
 	pool *pgxpool.Pool
+	// searchWalk, when not zero, replaces the walk of text searches (see
+	// searchTextJobsSQL), so that tests reach the text index part on a few
+	// jobs.
+	searchWalk int
 }
 
 // Open connects a pool to the database at url. Options adjust the pool
