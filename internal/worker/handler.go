@@ -269,7 +269,7 @@ type run struct {
 	stopRetry retryClass // the backoff of the records not started for it
 }
 
-// handleGroup handles the records of one application in order. After a
+// handleGroup handles the records of one application (or account) in order. After a
 // failure the rest of the group is not started.
 func (b *run) handleGroup(ctx context.Context, recs []record, group []int) {
 	var heldBack *result
@@ -279,7 +279,7 @@ func (b *run) handleGroup(ctx context.Context, recs []record, group []int) {
 		case reason != "":
 			r.res = b.h.notStarted(ctx, r, reason, retry)
 		case heldBack != nil:
-			r.res = b.h.notStarted(ctx, r, "an earlier status event of the same application failed", heldBack.retry)
+			r.res = b.h.notStarted(ctx, r, "an earlier event of the same application or account failed", heldBack.retry)
 		default:
 			r.res = b.h.process(ctx, b.marker, r.msg, r.ev, r.decodeErr)
 			if r.res.stop != "" {
@@ -322,21 +322,32 @@ func (h *Handler) notStarted(ctx context.Context, r *record, reason string, retr
 }
 
 // groupByApplication returns the indexes of the records, grouped so that
-// the records about one application form one group, in batch order. A
-// record that is not about an application is a group of its own.
+// the records about one application form one group, in batch order, and
+// so do the records about one account (verification events): the same
+// event twice in a batch is then claimed by the first record and skipped
+// by the second, instead of finding the first's live lease. A record that
+// is about neither is a group of its own.
 func groupByApplication(recs []record) [][]int {
+	type subject struct {
+		verification bool
+		id           int64
+	}
 	var groups [][]int
-	byApp := map[int64]int{}
+	bySubject := map[subject]int{}
 	for i, r := range recs {
-		if r.decodeErr != nil || r.ev.ApplicationID == 0 {
+		key := subject{id: r.ev.ApplicationID}
+		if r.ev.Type == jobboard.EventTypeEmailVerificationRequested {
+			key = subject{verification: true, id: r.ev.UserID}
+		}
+		if r.decodeErr != nil || key.id == 0 {
 			groups = append(groups, []int{i})
 			continue
 		}
-		if g, ok := byApp[r.ev.ApplicationID]; ok {
+		if g, ok := bySubject[key]; ok {
 			groups[g] = append(groups[g], i)
 			continue
 		}
-		byApp[r.ev.ApplicationID] = len(groups)
+		bySubject[key] = len(groups)
 		groups = append(groups, []int{i})
 	}
 	return groups

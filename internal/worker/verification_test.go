@@ -267,3 +267,23 @@ func TestNewRequiresAVerificationURL(t *testing.T) {
 		t.Errorf("a local URL refused: %v", err)
 	}
 }
+
+// The same verification event twice in one batch: the records about one
+// account run in order, so the second finds the first's finished claim
+// (duplicate) rather than its live lease (busy, retried only after it).
+func TestVerificationEventTwiceInOneBatch(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	u, ev := newAccount(t, e)
+	a, b := record(workertest.Body(t, ev)), record(workertest.Body(t, ev))
+	resp, err := e.Handler(t, e.Sender).Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{a, b}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want no failures", resp, err)
+	}
+	if got := e.EmailsTo(t, u.Email); len(got) != 1 {
+		t.Fatalf("emails to %s = %d, want 1", u.Email, len(got))
+	}
+	if got := outcomes(t, e.Logs); !slices.Equal(got[a.MessageId], []string{"sent"}) || !slices.Equal(got[b.MessageId], []string{"duplicate"}) {
+		t.Errorf("outcomes = %v, want sent then duplicate", got)
+	}
+}
