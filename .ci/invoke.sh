@@ -32,6 +32,7 @@ env \
   JWT_SECRET="${JWT_SECRET:-local-invoke-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}" \
   STATUS_EVENTS_QUEUE_URL="${STATUS_EVENTS_QUEUE_URL:-http://127.0.0.1:4566/000000000000/status-events}" \
   MAIL_FROM="${MAIL_FROM:-jobs@jobboard.localhost}" \
+  VERIFY_EMAIL_URL="${VERIFY_EMAIL_URL:-http://localhost:3000/verify-email}" \
   AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
   AWS_ENDPOINT_URL_SQS="${AWS_ENDPOINT_URL_SQS:-http://127.0.0.1:4566}" \
   AWS_ENDPOINT_URL_SESV2="${AWS_ENDPOINT_URL_SESV2:-http://127.0.0.1:8005}" \

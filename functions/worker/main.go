@@ -13,6 +13,9 @@
 // MAIL_FROM (required, e.g. "jobboard <jobs@example.com>");
 // STATUS_EVENTS_QUEUE_URL (required: failed records get their backoff
 // there, and the local mode polls it); SES_CONFIGURATION_SET (optional);
+// VERIFY_EMAIL_URL (the front-end page that a verification link opens; the
+// link adds token=<token> to its query; required in Lambda, default
+// http://localhost:3000/verify-email elsewhere);
 // RETENTION_DAYS (default 30, at least 15; as the sweeper's);
 // WORKER_CONCURRENCY (records of a batch handled at once, default 10);
 // LOCAL_INVOCATION_TIMEOUT (local mode only: the deadline of one local
@@ -78,9 +81,14 @@ const poolSize = 2
 // so that the chaos harness can reach the deadline within a short run.
 const localTimeout = 30 * time.Second
 
+// localVerifyEmailURL is the verification link's base outside Lambda: the
+// usual address of a front end's development server.
+const localVerifyEmailURL = "http://localhost:3000/verify-email"
+
 // settings is what run reads from the environment.
 type settings struct {
 	mailFrom         string
+	verifyEmailURL   string
 	configurationSet string
 	queueURL         string
 	retention        time.Duration
@@ -94,6 +102,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		mailFrom:         getenv("MAIL_FROM"),
 		configurationSet: getenv("SES_CONFIGURATION_SET"),
 		queueURL:         getenv("STATUS_EVENTS_QUEUE_URL"),
+		verifyEmailURL:   getenv("VERIFY_EMAIL_URL"),
 		concurrency:      worker.DefaultConcurrency,
 		localTimeout:     localTimeout,
 	}
@@ -103,6 +112,15 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	}
 	if s.queueURL == "" {
 		missing = append(missing, errors.New("STATUS_EVENTS_QUEUE_URL is not set"))
+	}
+	switch {
+	case s.verifyEmailURL == "" && getenv("AWS_LAMBDA_RUNTIME_API") != "":
+		missing = append(missing, errors.New("VERIFY_EMAIL_URL is not set"))
+	case s.verifyEmailURL == "":
+		s.verifyEmailURL = localVerifyEmailURL
+	}
+	if _, err := worker.ParseVerifyEmailURL(s.verifyEmailURL); err != nil && s.verifyEmailURL != "" {
+		missing = append(missing, fmt.Errorf("VERIFY_EMAIL_URL: %w", err))
 	}
 	var err error
 	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
@@ -201,6 +219,8 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (*
 		Retention:   s.retention,
 		Logger:      logger,
 		Metrics:     stdout,
+
+		VerifyEmailURL: s.verifyEmailURL,
 	})
 	if err != nil {
 		db.Close()

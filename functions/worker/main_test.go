@@ -30,7 +30,8 @@ func TestLoadSettings(t *testing.T) {
 		m[k] = v
 		return m
 	}
-	for k, v := range map[string]string{"LOG_LEVEL": "loud", "RETENTION_DAYS": "14", "WORKER_CONCURRENCY": "0"} {
+	for k, v := range map[string]string{"LOG_LEVEL": "loud", "RETENTION_DAYS": "14", "WORKER_CONCURRENCY": "0",
+		"VERIFY_EMAIL_URL": "/verify-email"} {
 		if _, err := loadSettings(env(with(k, v))); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v; want %s named", k, v, err, k)
 		}
@@ -42,6 +43,17 @@ func TestLoadSettings(t *testing.T) {
 	s, err = loadSettings(env(with("RETENTION_DAYS", "45")))
 	if err != nil || s.retention != 45*24*time.Hour {
 		t.Errorf("RETENTION_DAYS=45: %+v, %v", s, err)
+	}
+	// The verification link's base: a local default, required in Lambda.
+	if s.verifyEmailURL != localVerifyEmailURL {
+		t.Errorf("VERIFY_EMAIL_URL unset, locally: %q, want %q", s.verifyEmailURL, localVerifyEmailURL)
+	}
+	if _, err := loadSettings(env(with("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001"))); err == nil || !strings.Contains(err.Error(), "VERIFY_EMAIL_URL") {
+		t.Errorf("VERIFY_EMAIL_URL unset in Lambda: %v; want it named", err)
+	}
+	s, err = loadSettings(env(with("VERIFY_EMAIL_URL", "https://app.example.com/verify")))
+	if err != nil || s.verifyEmailURL != "https://app.example.com/verify" {
+		t.Errorf("VERIFY_EMAIL_URL set: %+v, %v", s, err)
 	}
 }
 

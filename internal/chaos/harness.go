@@ -138,6 +138,9 @@ func (r *run) phases(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
+	if err := st.db.verifyAccounts(ctx); err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
 	rep.Applications = len(apps)
 	r.logf("seeded %d applications in %s", len(apps), time.Since(phase).Round(100*time.Millisecond))
 

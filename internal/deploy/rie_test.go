@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -265,6 +266,7 @@ func localEnv(t *testing.T, candidateDomain string) (map[string]string, localaws
 		"DATABASE_URL":                pgtest.NewURL(t),
 		"JWT_SECRET":                  strings.Repeat("j", 64),
 		"MAIL_FROM":                   "jobboard <jobs@" + candidateDomain + ">",
+		"VERIFY_EMAIL_URL":            "https://app.example/verify-email",
 		"STATUS_EVENTS_QUEUE_URL":     q.URL,
 		"RETENTION_DAYS":              "30",
 		"LOG_LEVEL":                   "INFO",
@@ -325,6 +327,38 @@ func testSampleEvents(t *testing.T, rie string, bins map[string]string) {
 	if employer.User.ID != 1 || candidate.User.ID != 2 {
 		t.Fatalf("user ids %d, %d; the samples assume 1 and 2", employer.User.ID, candidate.User.ID)
 	}
+	// Each registration queued a verification email: the worker sends
+	// them, and the candidate follows the link (status emails go only to
+	// verified addresses).
+	worker := startEmulator(t, rie, "WorkerFunction", bins["WorkerFunction"], env)
+	verifications := receiveAsLambdaEvent(t, queue)
+	if len(verifications.Records) != 2 {
+		t.Fatalf("queue holds %d messages after two registrations; want 2", len(verifications.Records))
+	}
+	payload, err := json.Marshal(verifications)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vout events.SQSEventResponse
+	if err := json.Unmarshal(worker.invoke(payload), &vout); err != nil || len(vout.BatchItemFailures) != 0 {
+		t.Fatalf("verification events: batchItemFailures %v (%v); want none", vout.BatchItemFailures, err)
+	}
+	for _, r := range verifications.Records {
+		if _, err := queue.Client.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{
+			QueueUrl: &queue.URL, ReceiptHandle: aws.String(r.ReceiptHandle)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := localaws.EmailsTo(context.Background(), ses, candidateEmail)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("verification emails to the candidate: %d (%v); want 1", len(got), err)
+	}
+	token := verificationTokenPattern.FindStringSubmatch(got[0].Body.Text)
+	if token == nil {
+		t.Fatalf("no verification link in:\n%s", got[0].Body.Text)
+	}
+	apiCall(t, api, apiRequest(t, "POST", "/v1/auth/verify-email", "", map[string]any{"token": token[1]}), http.StatusOK)
+
 	tokens := map[string]string{"employer_token": employer.Token, "candidate_token": candidate.Token}
 	for _, s := range []struct {
 		file   string
@@ -339,8 +373,7 @@ func testSampleEvents(t *testing.T, rie string, bins map[string]string) {
 	}
 
 	// The SQS samples are about application 1, which now exists.
-	worker := startEmulator(t, rie, "WorkerFunction", bins["WorkerFunction"], env)
-	emails := 0
+	emails := 1
 	for _, s := range []struct {
 		file      string
 		newEmails int
@@ -399,7 +432,7 @@ func testSampleEvents(t *testing.T, rie string, bins map[string]string) {
 	if r := relayed.Records[0]; r.Md5OfMessageAttributes != sqsAttributesMD5(r.MessageAttributes) {
 		t.Errorf("SQS says md5OfMessageAttributes %s; sqsAttributesMD5 computes %s", r.Md5OfMessageAttributes, sqsAttributesMD5(r.MessageAttributes))
 	}
-	payload, err := json.Marshal(relayed)
+	payload, err = json.Marshal(relayed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +440,7 @@ func testSampleEvents(t *testing.T, rie string, bins map[string]string) {
 	if err := json.Unmarshal(worker.invoke(payload), &out); err != nil || len(out.BatchItemFailures) != 0 {
 		t.Errorf("relayed event: batchItemFailures %v (%v); want none", out.BatchItemFailures, err)
 	}
-	got, err := localaws.EmailsTo(context.Background(), ses, candidateEmail)
+	got, err = localaws.EmailsTo(context.Background(), ses, candidateEmail)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,6 +456,10 @@ func testSampleEvents(t *testing.T, rie string, bins map[string]string) {
 	}
 	t.Logf("sweeper report: %s", body)
 }
+
+// verificationTokenPattern finds the token of the verification link in an
+// email's text.
+var verificationTokenPattern = regexp.MustCompile(`https://app\.example/verify-email\?token=([A-Za-z0-9_-]+)`)
 
 // receiveAsLambdaEvent receives what q holds and shapes it as Lambda's SQS
 // event source delivers it.

@@ -26,6 +26,11 @@ Try:
   curl -s %[1]s/v1/applications/%[11]d/history -H "Authorization: Bearer $EMPLOYER"
   then open %[2]s/ to see the candidate's email.
 
+Status emails go only to verified addresses (the demo accounts are). A new
+account gets a verification email: open %[2]s/, copy the token
+from its link (...verify-email?token=...), and post it:
+  curl -s -XPOST %[1]s/v1/auth/verify-email -d '{"token":"<token>"}'
+
 Ctrl-C stops everything.
 `, st.APIURL, st.SESEndpoint, st.SQSEndpoint, st.QueueURL, st.DLQURL,
 		d.EmployerEmail, d.CandidateEmail, d.Password, d.CompanyID, d.JobID, d.ApplicationID)

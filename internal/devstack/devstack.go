@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 			return err
 		}
 	}
-	if st.Demo, err = seedDemo(ctx, st.APIURL); err != nil {
+	if st.Demo, err = seedDemo(ctx, st.APIURL, st.SESEndpoint); err != nil {
 		return fmt.Errorf("seed demo: %w", err)
 	}
 	ready(st)

@@ -64,6 +64,14 @@ func TestStackEmailsOnceAndStopsCleanly(t *testing.T) {
 	}
 
 	c := client{base: st.APIURL}
+	for _, token := range []string{st.Demo.EmployerToken, st.Demo.CandidateToken} {
+		var me struct {
+			EmailVerified bool `json:"email_verified"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/v1/me", token, nil, http.StatusOK, &me); err != nil || !me.EmailVerified {
+			t.Fatalf("demo account verified = %v (%v), want true", me.EmailVerified, err)
+		}
+	}
 	var app struct {
 		Status string `json:"status"`
 	}
@@ -78,17 +86,22 @@ func TestStackEmailsOnceAndStopsCleanly(t *testing.T) {
 	// Wait for the email, then for the queue to be drained (the message
 	// deleted), and only then count: a second email would have to come
 	// from a message that is no longer there.
-	pollEmails(t, st.SESEndpoint, st.Demo.CandidateEmail, 1)
+	// from a message that is no longer there. The first email is the
+	// verification link the demo followed.
+	pollEmails(t, st.SESEndpoint, st.Demo.CandidateEmail, 2)
 	waitQueueEmpty(t, st.SQSEndpoint, st.QueueURL)
-	emails := pollEmails(t, st.SESEndpoint, st.Demo.CandidateEmail, 1)
-	if len(emails) != 1 {
-		t.Fatalf("emails to the candidate = %d, want 1", len(emails))
+	emails := pollEmails(t, st.SESEndpoint, st.Demo.CandidateEmail, 2)
+	if len(emails) != 2 {
+		t.Fatalf("emails to the candidate = %d, want 2 (verification, status)", len(emails))
 	}
-	if !strings.Contains(emails[0].Subject, "Senior Go Engineer") {
-		t.Errorf("subject %q does not name the job", emails[0].Subject)
+	if !strings.Contains(emails[0].Body.Text, "verify-email?token=") {
+		t.Errorf("first email %q is not the verification email", emails[0].Subject)
 	}
-	if emails[0].From != MailFrom {
-		t.Errorf("from = %q, want %q", emails[0].From, MailFrom)
+	if !strings.Contains(emails[1].Subject, "Senior Go Engineer") {
+		t.Errorf("subject %q does not name the job", emails[1].Subject)
+	}
+	if emails[1].From != MailFrom {
+		t.Errorf("from = %q, want %q", emails[1].From, MailFrom)
 	}
 
 	cancel()

@@ -155,8 +155,8 @@ func (s *server) relayEvent(r *http.Request, ev jobboard.Event) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), relayTimeout)
 	defer cancel()
 	if err := s.relay.Relay(ctx, ev); err != nil {
-		loggerFrom(r.Context(), s.log).WarnContext(ctx, "relay status event; the sweeper will publish it",
-			slog.String("event_id", ev.EventID), slog.Int64("application_id", ev.ApplicationID), slog.Any("err", err))
+		loggerFrom(r.Context(), s.log).WarnContext(ctx, "relay event; the sweeper will publish it",
+			slog.String("event_id", ev.EventID), slog.String("type", ev.Type), slog.Int64("application_id", ev.ApplicationID), slog.Any("err", err))
 	}
 }
 

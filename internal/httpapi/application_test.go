@@ -202,7 +202,7 @@ func TestRelayFailureKeepsAnswer(t *testing.T) {
 	if got := decodeAs[jobboard.Application](t, r); got.Status != jobboard.StatusRejected {
 		t.Fatalf("status %s", got.Status)
 	}
-	if n := a.counts()["outbox"]; n != 1 || len(relay.got()) != 1 {
+	if n := a.statusEvents(); n != 1 || len(relay.got()) != 1 {
 		t.Fatalf("outbox rows %d, relay calls %d", n, len(relay.got()))
 	}
 }
@@ -286,7 +286,7 @@ func TestConcurrentStatusChangesWithIfMatch(t *testing.T) {
 			t.Fatalf("round %d: %d history entries, want 1", round, len(h))
 		}
 	}
-	if n := a.counts()["outbox"]; n != rounds {
+	if n := a.statusEvents(); n != rounds {
 		t.Fatalf("%d outbox rows, want %d", n, rounds)
 	}
 }

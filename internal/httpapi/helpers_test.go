@@ -339,6 +339,17 @@ func (a *api) counts() map[string]int {
 	return out
 }
 
+// statusEvents counts the status events in the outbox.
+func (a *api) statusEvents() int {
+	a.t.Helper()
+	var n int
+	if err := a.db.Pool().QueryRow(context.Background(),
+		"SELECT count(*) FROM outbox WHERE event_type = $1", jobboard.EventTypeStatusChanged).Scan(&n); err != nil {
+		a.t.Fatalf("count status events: %v", err)
+	}
+	return n
+}
+
 // jobsFingerprint is every job row's mutable content, to show that a
 // refused PATCH changed nothing.
 func (a *api) jobsFingerprint() string {

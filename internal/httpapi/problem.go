@@ -33,6 +33,12 @@ const (
 	kindTooManyAttempts      = "too-many-attempts"
 	kindIdempotencyKeyInUse  = "idempotency-key-in-use"
 	kindIdempotencyKeyReused = "idempotency-key-reused"
+
+	kindAlreadyVerified          = "already-verified"
+	kindInvalidVerificationToken = "invalid-verification-token"
+	kindVerificationTokenExpired = "verification-token-expired"
+	kindVerificationTokenUsed    = "verification-token-used"
+	kindTooManyVerification      = "too-many-verification-emails"
 )
 
 // problem is an RFC 9457 problem details object. Errors (field-level detail)
@@ -102,6 +108,13 @@ var errorKinds = []struct {
 	{jobboard.ErrInvalidTransition, http.StatusConflict, kindInvalidTransition, ""},
 	{jobboard.ErrPreconditionFailed, http.StatusPreconditionFailed, kindPreconditionFailed, "The application has changed since you read it (If-Match is stale)."},
 	{jobboard.ErrIdempotencyKeyInUse, http.StatusConflict, kindIdempotencyKeyInUse, "A request with this Idempotency-Key is still in progress; retry it after a moment to get its answer."},
+	{jobboard.ErrAlreadyVerified, http.StatusConflict, kindAlreadyVerified, "Your email address is verified already."},
+	{jobboard.ErrVerificationTokenInvalid, http.StatusBadRequest, kindInvalidVerificationToken,
+		"The verification link is not valid (a newer email may have replaced it); sign in and ask for a new one."},
+	{jobboard.ErrVerificationTokenExpired, http.StatusGone, kindVerificationTokenExpired,
+		"The verification link has expired; sign in and ask for a new one."},
+	{jobboard.ErrVerificationTokenUsed, http.StatusGone, kindVerificationTokenUsed,
+		"The verification link has been used already."},
 }
 
 // problemFor turns any error a handler returns into the problem to answer.
@@ -116,11 +129,15 @@ func problemFor(err error) (problem, bool) {
 		tooLarge *http.MaxBytesError
 		te       *jobboard.TransitionError
 		blocked  *jobboard.BlockedError
+		vt       *jobboard.VerificationThrottledError
 	)
 	switch {
 	case errors.As(err, &blocked):
 		return newProblem(http.StatusTooManyRequests, kindTooManyAttempts,
 			"Too many failed logins for this account; wait for the time given in Retry-After."), false
+	case errors.As(err, &vt):
+		return newProblem(http.StatusTooManyRequests, kindTooManyVerification,
+			"A verification email was sent to this address recently; wait for the time given in Retry-After."), false
 	case errors.Is(err, jobboard.ErrUnsearchable):
 		p := newProblem(http.StatusBadRequest, kindBadRequest, "The query string has invalid parameters.")
 		p.Errors = []jobboard.FieldError{{Field: "q", Detail: "needs a word to search for: words after - only exclude, and cannot be searched alone"}}

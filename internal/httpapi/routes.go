@@ -15,6 +15,8 @@ func (s *server) addRoutes() {
 
 	s.addKeyed("POST /v1/auth/register", keysAnonymousSession, s.register)
 	s.addKeyed("POST /v1/auth/login", keysIgnored, s.login)
+	s.add("POST /v1/auth/verify-email", s.verifyEmail)
+	s.add("POST /v1/auth/resend-verification", s.resendVerification)
 	s.add("GET /v1/me", s.me)
 	s.add("GET /v1/me/applications", s.myApplications)
 

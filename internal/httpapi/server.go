@@ -56,6 +56,9 @@ type Config struct {
 	// LoginPolicy says when and for how long. Zero:
 	// jobboard.DefaultLoginPolicy.
 	LoginPolicy jobboard.LoginPolicy
+	// VerificationPolicy bounds the verification emails per account and
+	// per address. Zero: jobboard.DefaultVerificationPolicy.
+	VerificationPolicy jobboard.VerificationPolicy
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 	// Idempotency keeps the answers of writes sent with an Idempotency-Key.
@@ -98,6 +101,9 @@ type server struct {
 	idempotency  jobboard.IdempotencyStore
 	publicCache  string // Cache-Control of anonymous public reads
 	corsOrigins  []string
+
+	// verificationPolicy bounds the verification emails.
+	verificationPolicy jobboard.VerificationPolicy
 }
 
 // NewServer returns the HTTP handler of the job-board API: every route of
@@ -133,6 +139,9 @@ func newServer(cfg Config) *server {
 	if cfg.StaleWhileRevalidate <= 0 {
 		cfg.StaleWhileRevalidate = DefaultStaleWhileRevalidate
 	}
+	if cfg.VerificationPolicy == (jobboard.VerificationPolicy{}) {
+		cfg.VerificationPolicy = jobboard.DefaultVerificationPolicy
+	}
 	s := &server{
 		users:        cfg.Users,
 		companies:    cfg.Companies,
@@ -151,6 +160,8 @@ func newServer(cfg Config) *server {
 		idempotency:  cfg.Idempotency,
 		publicCache:  publicCacheControl(cfg.PublicMaxAge, cfg.StaleWhileRevalidate),
 		corsOrigins:  cfg.CORSAllowedOrigins,
+
+		verificationPolicy: cfg.VerificationPolicy,
 	}
 	s.addRoutes()
 	return s
@@ -195,9 +206,8 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem,
 	ctx := r.Context()
 	p.Instance = r.URL.Path
 	p.RequestID = requestIDFrom(ctx)
-	var blocked *jobboard.BlockedError
-	if p.Status == http.StatusTooManyRequests && errors.As(err, &blocked) {
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(blocked.RetryAfter.Seconds())), 10))
+	if wait, ok := retryAfter(err); ok && p.Status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.FormatInt(max(int64(math.Ceil(wait.Seconds())), 1), 10))
 	}
 	if p.Status == http.StatusUnauthorized {
 		challenge := `Bearer realm="jobboard"`
@@ -210,6 +220,22 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem,
 	if err := writeBody(w, p.Status, mediaProblem, p); err != nil {
 		loggerFrom(ctx, s.log).ErrorContext(ctx, "write problem", slog.Any("err", err))
 	}
+}
+
+// retryAfter returns how long a refused request must wait, for the errors
+// that say.
+func retryAfter(err error) (time.Duration, bool) {
+	var (
+		blocked   *jobboard.BlockedError
+		throttled *jobboard.VerificationThrottledError
+	)
+	switch {
+	case errors.As(err, &blocked):
+		return blocked.RetryAfter, true
+	case errors.As(err, &throttled):
+		return throttled.RetryAfter, true
+	}
+	return 0, false
 }
 
 // health is the body of /healthz and /readyz.

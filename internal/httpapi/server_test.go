@@ -58,7 +58,7 @@ func TestResponseValidatorRejectsMismatches(t *testing.T) {
 	t.Parallel()
 	h := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"r1"}}
 	problemHeader := http.Header{"Content-Type": {"application/problem+json"}, "X-Request-Id": {"r1"}}
-	okUser := `{"id":1,"email":"a@example.com","name":"A","role":"candidate","created_at":"2026-12-02T10:00:00Z"}`
+	okUser := `{"id":1,"email":"a@example.com","name":"A","role":"candidate","created_at":"2026-12-02T10:00:00Z","email_verified":false}`
 	tests := []struct {
 		name, method, path string
 		status             int
@@ -176,7 +176,19 @@ func (f *failingRelay) Relay(_ context.Context, ev jobboard.Event) error {
 	return f.err
 }
 
+// got returns the status events relayed (registrations relay verification
+// events too; all returns those as well).
 func (f *failingRelay) got() []jobboard.Event {
+	var out []jobboard.Event
+	for _, ev := range f.all() {
+		if ev.Type == jobboard.EventTypeStatusChanged {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (f *failingRelay) all() []jobboard.Event {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.events)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -21,16 +22,25 @@ type session struct {
 	ExpiresAt time.Time     `json:"expires_at"`
 }
 
-// register creates an account and signs it in.
+// register creates an account, unverified, queues the email that verifies
+// its address, and signs it in. The email is not queued when the address
+// has had too many verification emails this hour (under an earlier
+// account); the user can ask again with resend-verification.
 // POST /v1/auth/register → 201 session; 409 email-taken; 422.
 func (s *server) register(w http.ResponseWriter, r *http.Request) error {
 	in, err := decodeValid[jobboard.Registration](w, r)
 	if err != nil {
 		return err
 	}
-	u, err := s.users.CreateUser(r.Context(), in, s.passwords.hash(in.Password))
+	u, ev, err := s.users.Register(r.Context(), in, s.passwords.hash(in.Password), s.verificationPolicy, s.now())
 	if err != nil {
 		return fmt.Errorf("register %s: %w", in.Role, err)
+	}
+	if ev != nil {
+		afterCommit(r, func() { s.relayEvent(r, *ev) })
+	} else {
+		loggerFrom(r.Context(), s.log).InfoContext(r.Context(), "registered without a verification email: the address had too many this hour",
+			slog.Int64("user_id", u.ID))
 	}
 	return s.writeSession(w, r, http.StatusCreated, u)
 }

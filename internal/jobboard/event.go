@@ -34,6 +34,8 @@ const MaxEventIDLen = 128
 //
 //	{"type":"application.status_changed","event_id":"6f1c…","occurred_at":"2026-12-02T10:00:00Z",
 //	 "application_id":42,"old_status":"reviewing","new_status":"interview"}
+//	{"type":"user.email_verification_requested","event_id":"0b9e…","occurred_at":"2026-12-02T10:00:00Z",
+//	 "user_id":7}
 type Event struct {
 	Type       string    `json:"type"`
 	EventID    string    `json:"event_id"`
@@ -43,6 +45,10 @@ type Event struct {
 	ApplicationID int64             `json:"application_id,omitempty"`
 	OldStatus     ApplicationStatus `json:"old_status,omitempty"`
 	NewStatus     ApplicationStatus `json:"new_status,omitempty"`
+
+	// user.email_verification_requested: the account whose address to
+	// verify.
+	UserID int64 `json:"user_id,omitempty"`
 }
 
 // requiredFields checks, per event type, the fields that type must carry;
@@ -57,6 +63,12 @@ var requiredFields = map[string]func(Event) string{
 			return "missing new_status"
 		}
 		// An unknown new_status is not an error: it gets the generic email.
+		return ""
+	},
+	EventTypeEmailVerificationRequested: func(ev Event) string {
+		if ev.UserID <= 0 {
+			return "missing or non-positive user_id"
+		}
 		return ""
 	},
 }

@@ -35,6 +35,17 @@ const (
 	// OutcomeRejected: the mail service refused this email for good. The
 	// claim is finished so the event is not retried forever.
 	OutcomeRejected EventOutcome = "rejected"
+	// OutcomeRecipientUnverified: a status event whose candidate has not
+	// verified their address. No email: its text is partly written by
+	// other users, so it goes only to an owner-confirmed address. The
+	// claim is finished; a later change, after verification, is emailed.
+	OutcomeRecipientUnverified EventOutcome = "recipient_unverified"
+	// OutcomeAlreadyVerified: a verification event whose account is
+	// verified by now. No email; the claim is finished.
+	OutcomeAlreadyVerified EventOutcome = "already_verified"
+	// OutcomeUserMissing: a verification event whose account no longer
+	// exists. The claim is finished.
+	OutcomeUserMissing EventOutcome = "user_missing"
 )
 
 // ApplicationDetails is what the status email needs to know about an
@@ -52,7 +63,10 @@ type ApplicationDetails struct {
 type Claim struct {
 	// Outcome is empty when this worker now owns the event and must send
 	// it; otherwise it is why there is nothing to send: OutcomeDuplicate,
-	// OutcomeBusy, OutcomePayloadMismatch or OutcomeApplicationMissing.
+	// OutcomeBusy, OutcomePayloadMismatch, or a claim finished at once:
+	// OutcomeApplicationMissing, OutcomeRecipientUnverified (status
+	// events), OutcomeUserMissing, OutcomeAlreadyVerified (verification
+	// events).
 	Outcome EventOutcome
 	// Token is the lease token of an owned claim; FinishClaim and
 	// ReleaseClaim need it.
@@ -65,6 +79,10 @@ type Claim struct {
 	Attempts int
 	// Application is the application of a status event that is owned.
 	Application ApplicationDetails
+	// Recipient is, for an owned verification event, the address and the
+	// fresh token of its link (made by this claim; an earlier attempt's
+	// token no longer works).
+	Recipient RecipientDetails
 }
 
 // Finish is the outcome of an owned claim: OutcomeSent with the mail
@@ -82,9 +100,12 @@ type Finish struct {
 type EventStore interface {
 	// ClaimEvent claims ev.EventID with a lease of the given length: a new
 	// claim, or the take-over of a claim whose lease expired. An owned
-	// claim comes with what the email needs. See Claim for the outcomes;
-	// OutcomeApplicationMissing finishes the claim at once.
-	// Errors: database errors.
+	// claim comes with what the email needs; for a verification event
+	// that includes a new token, whose hash the claim stores. See Claim
+	// for the outcomes; OutcomeApplicationMissing,
+	// OutcomeRecipientUnverified, OutcomeUserMissing and
+	// OutcomeAlreadyVerified finish the claim at once.
+	// Errors: database errors, an event type it cannot claim.
 	ClaimEvent(ctx context.Context, ev Event, lease time.Duration) (Claim, error)
 	// FinishClaims records the outcomes of owned claims, all in one
 	// statement. It returns the event ids whose token no longer holds the

@@ -38,13 +38,15 @@ type StatusEmail struct {
 	NewStatus     ApplicationStatus
 }
 
-// Mailer sends status emails.
+// Mailer sends the worker's emails. Each method sends one email, once (no
+// retries of its own), and returns the provider's message id. Errors wrap
+// ErrMailThrottled, ErrMailPaused, ErrMailRejected or ErrMailAmbiguous
+// where those apply; any other error means the email was not sent.
 type Mailer interface {
-	// SendStatusEmail sends one email, once (no retries of its own), and
-	// returns the provider's message id. Errors wrap ErrMailThrottled,
-	// ErrMailPaused, ErrMailRejected or ErrMailAmbiguous where those apply;
-	// any other error means the email was not sent.
+	// SendStatusEmail sends a status email.
 	SendStatusEmail(ctx context.Context, e StatusEmail) (messageID string, err error)
+	// SendVerificationEmail sends the link that verifies an address.
+	SendVerificationEmail(ctx context.Context, e VerificationEmail) (messageID string, err error)
 }
 
 // EventRelay passes a committed event on to the queue right after the

@@ -27,6 +27,9 @@ type User struct {
 	Name      string    `json:"name"`
 	Role      Role      `json:"role"`
 	CreatedAt time.Time `json:"created_at"`
+	// EmailVerified: the owner followed a verification link sent to Email.
+	// Only then do status emails go to it.
+	EmailVerified bool `json:"email_verified"`
 }
 
 // Actor is the signed-in user on whose behalf a store method runs. The stores
@@ -89,11 +92,24 @@ type Credentials struct {
 	Password string `json:"password"`
 }
 
-// UserStore keeps accounts.
+// UserStore keeps accounts and the verification of their addresses.
 type UserStore interface {
-	// CreateUser stores a new user with the given password hash.
+	// Register stores a new, unverified user with the given password hash
+	// and, in the same transaction, queues a verification email (an outbox
+	// event, returned for the relay) unless p's bounds for the address
+	// refuse it; then the event is nil and the user can ask again later.
 	// Errors: ErrEmailTaken.
-	CreateUser(ctx context.Context, r Registration, passwordHash string) (User, error)
+	Register(ctx context.Context, r Registration, passwordHash string, p VerificationPolicy, now time.Time) (User, *Event, error)
+	// RequestVerification queues another verification email for the
+	// user, within p's bounds, and returns its event for the relay.
+	// Errors: ErrNotFound, ErrAlreadyVerified, a
+	// *VerificationThrottledError (nothing queued).
+	RequestVerification(ctx context.Context, userID int64, p VerificationPolicy, now time.Time) (Event, error)
+	// VerifyEmail marks verified the address that the token with this
+	// hash was sent to, and uses the token up. Errors:
+	// ErrVerificationTokenInvalid (unknown), ErrVerificationTokenExpired,
+	// ErrVerificationTokenUsed.
+	VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time) (User, error)
 	// UserByEmail returns a user and its password hash. Errors: ErrNotFound.
 	UserByEmail(ctx context.Context, email string) (User, string, error)
 	// UserByID returns a user. Errors: ErrNotFound.

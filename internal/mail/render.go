@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	htmltemplate "html/template"
+	"net/url"
 	"strings"
 	"sync"
 	texttemplate "text/template"
@@ -125,4 +126,81 @@ func cleanLine(s string) string {
 // isSeparator reports whether cleanLine turns r into a space.
 func isSeparator(r rune) bool {
 	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.IsSpace(r)
+}
+
+// verificationTemplateName is the file name (without extension) of the
+// verification email's templates. They stand alone: the status layout
+// greets the candidate by name, and this email carries no text that any
+// user wrote.
+const verificationTemplateName = "verification"
+
+// verificationTemplates parses the verification email's templates once.
+var verificationTemplates = sync.OnceValues(func() (templateSet, error) {
+	text, err := texttemplate.New(verificationTemplateName).Option("missingkey=error").
+		ParseFS(templateFS, "templates/"+verificationTemplateName+".txt")
+	if err != nil {
+		return templateSet{}, fmt.Errorf("parse text templates %s: %w", verificationTemplateName, err)
+	}
+	html, err := htmltemplate.New(verificationTemplateName).Option("missingkey=error").
+		ParseFS(templateFS, "templates/"+verificationTemplateName+".html")
+	if err != nil {
+		return templateSet{}, fmt.Errorf("parse html templates %s: %w", verificationTemplateName, err)
+	}
+	return templateSet{text: text, html: html}, nil
+})
+
+// verificationData is what the verification templates see: the link and
+// how long it works, nothing else.
+type verificationData struct {
+	Link    string
+	Hours   int
+	Subject string
+}
+
+// RenderVerification returns the subject, plain-text body and HTML body of
+// the email with the link that verifies an address. The link is the only
+// variable part. Errors: the link is not an absolute http(s) URL on one
+// line; a template failed to parse or run.
+func RenderVerification(e jobboard.VerificationEmail) (subject, text, html string, err error) {
+	if err := checkLink(e.Link); err != nil {
+		return "", "", "", fmt.Errorf("render verification email for event %s: %w", e.EventID, err)
+	}
+	set, err := verificationTemplates()
+	if err != nil {
+		return "", "", "", fmt.Errorf("render verification email for event %s: %w", e.EventID, err)
+	}
+	data := verificationData{Link: e.Link, Hours: int(jobboard.VerificationTokenTTL.Hours())}
+	var b strings.Builder
+	b.Grow(1024)
+	if err := set.text.ExecuteTemplate(&b, "subject", data); err != nil {
+		return "", "", "", fmt.Errorf("render subject for event %s: %w", e.EventID, err)
+	}
+	subject = cleanLine(b.String())
+	data.Subject = subject
+	b.Reset()
+	if err := set.text.ExecuteTemplate(&b, "text", data); err != nil {
+		return "", "", "", fmt.Errorf("render text for event %s: %w", e.EventID, err)
+	}
+	text = b.String()
+	b.Reset()
+	if err := set.html.ExecuteTemplate(&b, "html", data); err != nil {
+		return "", "", "", fmt.Errorf("render html for event %s: %w", e.EventID, err)
+	}
+	return subject, text, b.String(), nil
+}
+
+// checkLink accepts an absolute http or https URL without white space or
+// control characters, so that it stays one clickable line in the text body.
+func checkLink(link string) error {
+	if strings.ContainsFunc(link, isSeparator) {
+		return fmt.Errorf("link %q contains white space or control characters", link)
+	}
+	u, err := url.Parse(link)
+	if err != nil {
+		return fmt.Errorf("link: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("link %q is not an absolute http(s) URL", link)
+	}
+	return nil
 }

@@ -169,3 +169,40 @@ func BenchmarkRender(b *testing.B) {
 		_ = sink
 	})
 }
+
+// The verification email: the link is its one variable part, in both
+// bodies (escaped in the HTML), and a link that is not an absolute http(s)
+// URL on one line is refused.
+func TestRenderVerification(t *testing.T) {
+	t.Parallel()
+	e := jobboard.VerificationEmail{EventID: "ev-1", To: "ada@example.com",
+		Link: "https://app.example/verify-email?lang=en&token=abc_DEF-123"}
+	subject, text, html, err := mail.RenderVerification(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subject != "Confirm your email address for jobboard" {
+		t.Errorf("subject %q", subject)
+	}
+	if !strings.Contains(text, "\n"+e.Link+"\n") || !strings.Contains(text, "within 24 hours") {
+		t.Errorf("text does not carry the link on a line of its own, or the 24 hours:\n%s", text)
+	}
+	if !strings.Contains(html, `href="https://app.example/verify-email?lang=en&amp;token=abc_DEF-123"`) {
+		t.Errorf("html does not link to %s:\n%s", e.Link, html)
+	}
+	// Nothing else varies: another link, the same text around it.
+	other := e
+	other.Link, other.To = "https://app.example/verify-email?lang=en&token=zzz", "someone@else.example"
+	_, text2, _, err := mail.RenderVerification(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ReplaceAll(text2, other.Link, e.Link) != text || strings.Contains(text, e.To) {
+		t.Errorf("the text varies with more than the link:\n%s\n---\n%s", text, text2)
+	}
+	for _, bad := range []string{"", "/verify?token=x", "javascript:alert(1)", "https://app.example/v?token=a\nSubject: x", "https://app.example/v token"} {
+		if _, _, _, err := mail.RenderVerification(jobboard.VerificationEmail{EventID: "ev-2", Link: bad}); err == nil {
+			t.Errorf("link %q accepted", bad)
+		}
+	}
+}

@@ -18,10 +18,11 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
-// Sender sends status emails through SES v2. It implements jobboard.Mailer
-// and is safe for concurrent use.
+// Sender sends the worker's emails (status changes, address verification)
+// through SES v2. It implements jobboard.Mailer and is safe for concurrent
+// use.
 //
-// Each SendStatusEmail makes exactly one SendEmail request: the SDK's
+// Each email takes exactly one SendEmail request: the SDK's
 // retryer is off for it. SES v2 has no idempotency key, so a retry after a
 // lost answer (a connection reset or a timeout after SES accepted the email)
 // would be a second email. The worker's retry is the SQS redelivery, which
@@ -78,18 +79,51 @@ func (s *Sender) SendStatusEmail(ctx context.Context, e jobboard.StatusEmail) (m
 	if err != nil {
 		return "", fmt.Errorf("send status email: %w", err)
 	}
+	id, err := s.send(ctx, e.EventID, e.To, subject, text, html, emailTags(e))
+	if err != nil {
+		return "", fmt.Errorf("send status email for event %s: %w", e.EventID, err)
+	}
+	return id, nil
+}
+
+// SendVerificationEmail sends the email with the link that verifies e.To,
+// with one SendEmail request, tagged with event_id and carrying the header
+// EventIDHeader. It returns the SES message id. Errors as SendStatusEmail's;
+// a link that RenderVerification refuses is jobboard.ErrMailRejected.
+func (s *Sender) SendVerificationEmail(ctx context.Context, e jobboard.VerificationEmail) (messageID string, err error) {
+	if err := checkRecipient(e.To); err != nil {
+		return "", fmt.Errorf("send verification email for event %s: %w: recipient %w", e.EventID, jobboard.ErrMailRejected, err)
+	}
+	subject, text, html, err := RenderVerification(e)
+	if err != nil {
+		return "", fmt.Errorf("send verification email: %w: %w", jobboard.ErrMailRejected, err)
+	}
+	var tags []types.MessageTag
+	if v := tagValue(e.EventID); v != "" {
+		tags = []types.MessageTag{{Name: aws.String(TagEventID), Value: aws.String(v)}}
+	}
+	id, err := s.send(ctx, e.EventID, e.To, subject, text, html, tags)
+	if err != nil {
+		return "", fmt.Errorf("send verification email for event %s: %w", e.EventID, err)
+	}
+	return id, nil
+}
+
+// send makes the one SendEmail request of an email and returns the SES
+// message id. Errors: see classify.
+func (s *Sender) send(ctx context.Context, eventID, to, subject, text, html string, tags []types.MessageTag) (string, error) {
 	in := &sesv2.SendEmailInput{
 		FromEmailAddress: aws.String(s.from),
-		Destination:      &types.Destination{ToAddresses: []string{e.To}},
+		Destination:      &types.Destination{ToAddresses: []string{to}},
 		Content: &types.EmailContent{Simple: &types.Message{
 			Subject: &types.Content{Data: aws.String(subject), Charset: aws.String("UTF-8")},
 			Body: &types.Body{
 				Text: &types.Content{Data: aws.String(text), Charset: aws.String("UTF-8")},
 				Html: &types.Content{Data: aws.String(html), Charset: aws.String("UTF-8")},
 			},
-			Headers: eventHeader(e.EventID),
+			Headers: eventHeader(eventID),
 		}},
-		EmailTags: emailTags(e),
+		EmailTags: tags,
 	}
 	if s.ConfigurationSet != "" {
 		in.ConfigurationSetName = aws.String(s.ConfigurationSet)
@@ -104,7 +138,7 @@ func (s *Sender) SendStatusEmail(ctx context.Context, e jobboard.StatusEmail) (m
 	})
 	out, err := s.client.SendEmail(ctx, in, withoutRetries)
 	if err != nil {
-		return "", fmt.Errorf("send status email for event %s: %w", e.EventID, classify(err, sent.Load()))
+		return "", classify(err, sent.Load())
 	}
 	return aws.ToString(out.MessageId), nil
 }

@@ -33,68 +33,134 @@ func WorkerSession(lockTimeout, idleInTx time.Duration) func(*pgxpool.Config) {
 	}
 }
 
-// Step one for a status event: claim the event id with a lease and load
-// what the email needs, in one statement (one round trip, its own short
-// transaction). The primary key admits one row per event id:
+// Step one: claim the event id with a lease and load what the email needs,
+// in one statement (one round trip, its own short transaction). The primary
+// key admits one row per event id:
 //
-//   - claimNewSQL inserts a new claim. Two workers claiming at once are
-//     ordered by the index: the second waits for the first's statement to
-//     commit, then finds its row. A conflict writes nothing, takes no lock,
-//     logs nothing and burns no transaction id, so a duplicate delivery
-//     costs no WAL flush.
+//   - the "new" statement inserts a new claim. Two workers claiming at once
+//     are ordered by the index: the second waits for the first's statement
+//     to commit, then finds its row. A conflict writes nothing, takes no
+//     lock, logs nothing and burns no transaction id, so a duplicate
+//     delivery costs no WAL flush (only the reads of its target).
 //   - Only when the row it met is unfinished, its lease run out (its worker
-//     died) and its payload the same, takeOverSQL moves the lease to the
-//     new token; its WHERE is re-checked against the latest row, so of two
-//     workers taking over at once one wins.
+//     died) and its payload the same, the "take-over" statement moves the
+//     lease to the new token; its WHERE is re-checked against the latest
+//     row, so of two workers taking over at once one wins.
 //
-// Both end with loadClaimedApplicationSQL, whose LEFT JOINs return the
-// claim even when the application is gone.
+// Each statement first reads its target (the application with its job,
+// company and candidate; or the account), and decides there whether there
+// is anything to send: a claim with nothing to send (the application is
+// gone, the candidate's address is unverified; the account is gone or
+// verified already) is inserted finished, in the same statement. The
+// statements of both types return the same columns, those of the other
+// type NULL.
+//
+// A verification event's statement also stores the hash of the token the
+// worker will send ($7, valid for $8 seconds), keyed by the event id: a
+// take-over replaces it, so a link from the earlier attempt stops working,
+// and a release deletes the claim and, by its foreign key, the token.
 const (
-	claimNewSQL = `
-WITH claim AS (
-	INSERT INTO processed_events (event_id, event_type, payload_hash, lease_token, lease_until)
-	VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
+	claimOutcomeColumns = `
+	outcome, CASE WHEN outcome IS NOT NULL THEN now() END`
+
+	insertClaimSQL = `
+	INSERT INTO processed_events (event_id, event_type, payload_hash, lease_token, lease_until, outcome, finished_at)
+	SELECT $1, $2, $3, $4, now() + make_interval(secs => $5),` + claimOutcomeColumns + `
+	FROM decided
 	ON CONFLICT (event_id) DO NOTHING
-	RETURNING attempts
-)` + loadClaimedApplicationSQL
+	RETURNING event_id, attempts, outcome`
 
-	takeOverSQL = `
-WITH claim AS (
-	UPDATE processed_events
-	SET lease_token = $4, lease_until = now() + make_interval(secs => $5), attempts = attempts + 1
-	WHERE event_id = $1 AND event_type = $2 AND payload_hash = $3 AND outcome IS NULL AND lease_until < now()
-	RETURNING attempts
-)` + loadClaimedApplicationSQL
+	takeOverClaimSQL = `
+	UPDATE processed_events p
+	SET lease_token = $4, lease_until = now() + make_interval(secs => $5), attempts = p.attempts + 1,
+	    outcome = decided.outcome, finished_at = CASE WHEN decided.outcome IS NOT NULL THEN now() END
+	FROM decided
+	WHERE p.event_id = $1 AND p.event_type = $2 AND p.payload_hash = $3 AND p.outcome IS NULL AND p.lease_until < now()
+	RETURNING p.event_id, p.attempts, p.outcome`
 
-	loadClaimedApplicationSQL = `
-SELECT claim.attempts, a.id, a.status, u.email, u.name, j.title, co.name
-FROM claim
-LEFT JOIN applications a ON a.id = $6
-LEFT JOIN jobs j ON j.id = a.job_id
-LEFT JOIN companies co ON co.id = j.company_id
-LEFT JOIN users u ON u.id = a.candidate_id`
+	statusTargetSQL = `
+WITH target AS (
+	SELECT a.id, a.status, u.email, u.name, u.email_verified_at IS NOT NULL AS verified, j.title, co.name AS company
+	FROM applications a
+	JOIN jobs j ON j.id = a.job_id
+	JOIN companies co ON co.id = j.company_id
+	JOIN users u ON u.id = a.candidate_id
+	WHERE a.id = $6
+), decided AS (
+	SELECT CASE WHEN t.id IS NULL THEN 'application_missing'
+	            WHEN NOT t.verified THEN 'recipient_unverified' END AS outcome
+	FROM (SELECT) AS one LEFT JOIN target t ON true
+), claim AS (`
+
+	statusClaimedSQL = `
+)
+SELECT claim.attempts, claim.outcome, t.id, t.status, t.email, t.name, t.title, t.company,
+       NULL::bigint, NULL::timestamptz
+FROM claim LEFT JOIN target t ON true`
+
+	claimStatusNewSQL      = statusTargetSQL + insertClaimSQL + statusClaimedSQL
+	takeOverStatusClaimSQL = statusTargetSQL + takeOverClaimSQL + statusClaimedSQL
+
+	verificationTargetSQL = `
+WITH target AS (
+	SELECT u.id, u.email, u.email_verified_at IS NOT NULL AS verified
+	FROM users u WHERE u.id = $6
+), decided AS (
+	SELECT CASE WHEN t.id IS NULL THEN 'user_missing'
+	            WHEN t.verified THEN 'already_verified' END AS outcome
+	FROM (SELECT) AS one LEFT JOIN target t ON true
+), claim AS (`
+
+	verificationClaimedSQL = `
+), token AS (
+	INSERT INTO email_verification_tokens (event_id, token_hash, user_id, email, expires_at)
+	SELECT claim.event_id, $7, t.id, t.email, now() + make_interval(secs => $8)
+	FROM claim JOIN target t ON true
+	WHERE claim.outcome IS NULL
+	ON CONFLICT (event_id) DO UPDATE
+	SET token_hash = EXCLUDED.token_hash, user_id = EXCLUDED.user_id, email = EXCLUDED.email,
+	    created_at = now(), expires_at = EXCLUDED.expires_at, used_at = NULL
+	RETURNING expires_at
+)
+SELECT claim.attempts, claim.outcome, NULL::bigint, NULL::text, t.email, NULL::text, NULL::text, NULL::text,
+       t.id, token.expires_at
+FROM claim LEFT JOIN target t ON true LEFT JOIN token ON true`
+
+	claimVerificationNewSQL      = verificationTargetSQL + insertClaimSQL + verificationClaimedSQL
+	takeOverVerificationClaimSQL = verificationTargetSQL + takeOverClaimSQL + verificationClaimedSQL
 )
 
-// claimStateSQL reads an existing claim that claimNewSQL met: its
-// statement's snapshot sees the row that conflicted.
+// claimStatements are the new-claim and take-over statements by event type.
+var claimStatements = map[string]struct{ claimNew, takeOver string }{
+	jobboard.EventTypeStatusChanged:              {claimStatusNewSQL, takeOverStatusClaimSQL},
+	jobboard.EventTypeEmailVerificationRequested: {claimVerificationNewSQL, takeOverVerificationClaimSQL},
+}
+
+// claimStateSQL reads an existing claim that the new-claim statement met:
+// its statement's snapshot sees the row that conflicted.
 const claimStateSQL = `
 SELECT outcome, payload_hash, lease_until < now(), greatest(lease_until - now(), '0')
 FROM processed_events WHERE event_id = $1`
 
 // ClaimEvent is step one of handling ev (see jobboard.EventStore). A claim
-// of a status event whose application is gone is finished at once as
-// OutcomeApplicationMissing. A claim that waits longer than the session's
-// lock_timeout behind another claimer is OutcomeBusy. Errors: database
-// errors, an event type this store cannot load.
+// with nothing to send is finished at once: a status event whose
+// application is gone (OutcomeApplicationMissing) or whose candidate has
+// not verified their address (OutcomeRecipientUnverified); a verification
+// event whose account is gone (OutcomeUserMissing) or verified already
+// (OutcomeAlreadyVerified). An owned verification claim comes with a new
+// token, whose hash it stores. A claim that waits longer than the
+// session's lock_timeout behind another claimer is OutcomeBusy. Errors:
+// database errors, an event type this store cannot claim.
 func (db *DB) ClaimEvent(ctx context.Context, ev jobboard.Event, lease time.Duration) (jobboard.Claim, error) {
-	if ev.Type != jobboard.EventTypeStatusChanged {
+	stmts, ok := claimStatements[ev.Type]
+	if !ok {
 		return jobboard.Claim{}, fmt.Errorf("claim event %s: no claim for event type %q", ev.EventID, ev.Type)
 	}
 	hash := ev.PayloadHash()
 	// The claim met can change between the statements (released, taken
 	// over by another worker): look again. A few rounds are plenty.
 	for range 3 {
-		c, found, err := db.claimWith(ctx, claimNewSQL, ev, hash, lease)
+		c, found, err := db.claimWith(ctx, stmts.claimNew, ev, hash, lease)
 		if err != nil || found {
 			return c, wrapClaimErr(ev, err)
 		}
@@ -108,7 +174,7 @@ func (db *DB) ClaimEvent(ctx context.Context, ev jobboard.Event, lease time.Dura
 		if !expired {
 			return c, nil
 		}
-		c, found, err = db.claimWith(ctx, takeOverSQL, ev, hash, lease)
+		c, found, err = db.claimWith(ctx, stmts.takeOver, ev, hash, lease)
 		if err != nil || found {
 			return c, wrapClaimErr(ev, err)
 		}
@@ -123,17 +189,26 @@ func wrapClaimErr(ev jobboard.Event, err error) error {
 	return fmt.Errorf("claim event %s: %w", ev.EventID, err)
 }
 
-// claimWith runs claimNewSQL or takeOverSQL; found is false when the
-// statement took no claim.
+// claimWith runs a new-claim or take-over statement; found is false when
+// the statement took no claim.
 func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash []byte, lease time.Duration) (jobboard.Claim, bool, error) {
 	c := jobboard.Claim{Token: uuid.NewString()}
+	args := []any{ev.EventID, ev.Type, hash, c.Token, lease.Seconds(), ev.ApplicationID}
+	var verificationToken string
+	if ev.Type == jobboard.EventTypeEmailVerificationRequested {
+		var tokenHash []byte
+		verificationToken, tokenHash = jobboard.NewVerificationToken()
+		args = append(args[:5], ev.UserID, tokenHash, jobboard.VerificationTokenTTL.Seconds())
+	}
 	var (
-		appID                            *int64
+		outcome                          *string
+		appID, userID                    *int64
 		status                           *jobboard.ApplicationStatus
 		email, name, jobTitle, companyNm *string
+		expiresAt                        *time.Time
 	)
-	err := db.pool.QueryRow(ctx, sql, ev.EventID, ev.Type, hash, c.Token, lease.Seconds(), ev.ApplicationID).
-		Scan(&c.Attempts, &appID, &status, &email, &name, &jobTitle, &companyNm)
+	err := db.pool.QueryRow(ctx, sql, args...).
+		Scan(&c.Attempts, &outcome, &appID, &status, &email, &name, &jobTitle, &companyNm, &userID, &expiresAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return jobboard.Claim{}, false, nil
@@ -144,16 +219,20 @@ func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash
 	case err != nil:
 		return jobboard.Claim{}, false, err
 	}
-	if appID == nil {
-		if err := db.finishClaim(ctx, jobboard.Finish{EventID: ev.EventID, Token: c.Token, Outcome: jobboard.OutcomeApplicationMissing}); err != nil {
-			return jobboard.Claim{}, false, err
-		}
-		c.Outcome = jobboard.OutcomeApplicationMissing
+	if outcome != nil {
+		c.Outcome = jobboard.EventOutcome(*outcome)
 		return c, true, nil
 	}
-	c.Application = jobboard.ApplicationDetails{
-		ApplicationID: *appID, Status: *status, CandidateEmail: *email,
-		CandidateName: *name, JobTitle: *jobTitle, CompanyName: *companyNm,
+	switch {
+	case appID != nil:
+		c.Application = jobboard.ApplicationDetails{
+			ApplicationID: *appID, Status: *status, CandidateEmail: *email,
+			CandidateName: *name, JobTitle: *jobTitle, CompanyName: *companyNm,
+		}
+	case userID != nil && expiresAt != nil:
+		c.Recipient = jobboard.RecipientDetails{UserID: *userID, Email: *email, Token: verificationToken, ExpiresAt: *expiresAt}
+	default:
+		return jobboard.Claim{}, false, errors.New("the claim statement returned no target")
 	}
 	return c, true, nil
 }
@@ -223,19 +302,6 @@ func (db *DB) FinishClaims(ctx context.Context, fs []jobboard.Finish) (lost []st
 		}
 	}
 	return lost, nil
-}
-
-// finishClaim records one outcome. Errors: jobboard.ErrLeaseLost, database
-// errors.
-func (db *DB) finishClaim(ctx context.Context, f jobboard.Finish) error {
-	lost, err := db.FinishClaims(ctx, []jobboard.Finish{f})
-	if err != nil {
-		return err
-	}
-	if len(lost) > 0 {
-		return fmt.Errorf("finish claim of event %s as %s: %w", f.EventID, f.Outcome, jobboard.ErrLeaseLost)
-	}
-	return nil
 }
 
 // releaseClaimSQL deletes an unfinished claim held by the token.

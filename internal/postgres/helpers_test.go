@@ -26,6 +26,7 @@ func mustUser(t testing.TB, db *postgres.DB, role jobboard.Role) jobboard.Actor 
 	if err != nil {
 		t.Fatalf("create %s: %v", role, err)
 	}
+	pgtest.MarkVerified(t, db, u.ID)
 	return jobboard.Actor{UserID: u.ID, Role: u.Role}
 }
 

@@ -148,7 +148,11 @@ func (w *idempotentWrite) Commit(ctx context.Context, a jobboard.StoredResponse)
 	if header == nil {
 		header = map[string]string{}
 	}
-	tag, err := tx.Exec(ctx, storeAnswerSQL, w.req.Scope, w.req.Key, w.req.Fingerprint, a.Status, header, a.Body, ttlSeconds)
+	body := a.Body
+	if body == nil {
+		body = []byte{} // an answer without a body (202) is stored as an empty one
+	}
+	tag, err := tx.Exec(ctx, storeAnswerSQL, w.req.Scope, w.req.Key, w.req.Fingerprint, a.Status, header, body, ttlSeconds)
 	if err != nil {
 		return fmt.Errorf("store answer of idempotency key: %w", err)
 	}

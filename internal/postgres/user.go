@@ -15,11 +15,11 @@ import (
 var _ jobboard.UserStore = (*DB)(nil)
 
 // userColumns is the column list that scanUser reads, in order.
-const userColumns = `u.id, u.email, u.name, u.role, u.created_at`
+const userColumns = `u.id, u.email, u.name, u.role, u.created_at, u.email_verified_at IS NOT NULL`
 
 func scanUser(row pgx.CollectableRow) (jobboard.User, error) {
 	var u jobboard.User
-	err := row.Scan(&u.ID, &u.Email, &u.Name, &u.Role, &u.CreatedAt)
+	err := row.Scan(&u.ID, &u.Email, &u.Name, &u.Role, &u.CreatedAt, &u.EmailVerified)
 	return u, err
 }
 
@@ -28,23 +28,29 @@ INSERT INTO users AS u (email, password_hash, name, role)
 VALUES (lower($1), $2, $3, $4)
 RETURNING ` + userColumns
 
-// CreateUser stores a new user with the given password hash. The email is
-// stored lower-cased. Errors: jobboard.ErrEmailTaken when a user with that
-// email (in any case) exists.
+// CreateUser stores a new, unverified user with the given password hash,
+// and queues no verification email: it is for tests and tools; the API
+// registers through Register. The email is stored lower-cased. Errors:
+// jobboard.ErrEmailTaken when a user with that email (in any case) exists.
 func (db *DB) CreateUser(ctx context.Context, r jobboard.Registration, passwordHash string) (jobboard.User, error) {
 	q, err := db.writer(ctx)
 	if err != nil {
 		return jobboard.User{}, fmt.Errorf("create user: %w", err)
 	}
-	rows, _ := q.Query(ctx, createUserSQL, r.Email, passwordHash, r.Name, r.Role)
-	u, err := pgx.CollectExactlyOneRow(rows, scanUser)
+	u, err := createUser(ctx, q, r, passwordHash)
 	if err != nil {
-		if isUniqueViolation(err, "users_email_key") {
-			err = jobboard.ErrEmailTaken
-		}
 		return jobboard.User{}, fmt.Errorf("create user: %w", timeout(ctx, err))
 	}
 	return u, nil
+}
+
+func createUser(ctx context.Context, q querier, r jobboard.Registration, passwordHash string) (jobboard.User, error) {
+	rows, _ := q.Query(ctx, createUserSQL, r.Email, passwordHash, r.Name, r.Role)
+	u, err := pgx.CollectExactlyOneRow(rows, scanUser)
+	if isUniqueViolation(err, "users_email_key") {
+		err = jobboard.ErrEmailTaken
+	}
+	return u, err
 }
 
 const userByEmailSQL = `
@@ -60,7 +66,7 @@ func (db *DB) UserByEmail(ctx context.Context, email string) (jobboard.User, str
 		hash string
 	)
 	err := db.pool.QueryRow(ctx, userByEmailSQL, strings.TrimSpace(email)).
-		Scan(&u.ID, &u.Email, &u.Name, &u.Role, &u.CreatedAt, &hash)
+		Scan(&u.ID, &u.Email, &u.Name, &u.Role, &u.CreatedAt, &u.EmailVerified, &hash)
 	if err != nil {
 		return jobboard.User{}, "", fmt.Errorf("user by email: %w", notFound(timeout(ctx, err)))
 	}

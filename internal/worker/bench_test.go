@@ -30,6 +30,14 @@ func (m *instantMailer) SendStatusEmail(context.Context, jobboard.StatusEmail) (
 	return "bench", nil
 }
 
+func (m *instantMailer) SendVerificationEmail(context.Context, jobboard.VerificationEmail) (string, error) {
+	m.sent.Add(1)
+	return "bench", nil
+}
+
+// benchVerifyURL is the verification link's base in the benchmarks.
+const benchVerifyURL = "https://app.example/verify-email"
+
 // The baselines, in SQL of the same shapes as the store's, run on a
 // connection of their own.
 const (
@@ -83,7 +91,7 @@ func BenchmarkWorker(b *testing.B) {
 		apps[i] = benchApplication(b, db, i)
 	}
 	mailer := &instantMailer{}
-	h, err := worker.New(worker.Config{Store: db, Mailer: mailer, Metrics: io.Discard})
+	h, err := worker.New(worker.Config{Store: db, Mailer: mailer, VerifyEmailURL: benchVerifyURL, Metrics: io.Discard})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -191,6 +199,11 @@ func (m slowMailer) SendStatusEmail(ctx context.Context, e jobboard.StatusEmail)
 	return m.next.SendStatusEmail(ctx, e)
 }
 
+// SendVerificationEmail is not measured: the benchmark sends status emails.
+func (m slowMailer) SendVerificationEmail(ctx context.Context, e jobboard.VerificationEmail) (string, error) {
+	return m.next.SendVerificationEmail(ctx, e)
+}
+
 // statementTimer is a pgx tracer that adds up how long the connections
 // spend on statements: the time the database is held (each of the worker's
 // statements is a transaction of its own), without the time spent waiting
@@ -245,7 +258,7 @@ func BenchmarkWorkerConcurrency(b *testing.B) {
 	}
 	mailer := slowMailer{next: e.Sender, latency: latency}
 	handler := func(concurrency int) *worker.Handler {
-		h, err := worker.New(worker.Config{Store: db, Mailer: mailer, Concurrency: concurrency, Metrics: io.Discard})
+		h, err := worker.New(worker.Config{Store: db, Mailer: mailer, VerifyEmailURL: benchVerifyURL, Concurrency: concurrency, Metrics: io.Discard})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -325,6 +338,7 @@ func benchApplication(b *testing.B, db *postgres.DB, n int) int64 {
 	if err != nil {
 		b.Fatal(err)
 	}
+	pgtest.MarkVerified(b, db, cand.ID)
 	employer := jobboard.Actor{UserID: emp.ID, Role: emp.Role}
 	company, err := db.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "Acme"})
 	if err != nil {

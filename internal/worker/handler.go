@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"sync"
 	"time"
 
@@ -58,8 +59,13 @@ const returnMargin = 250 * time.Millisecond
 type Config struct {
 	// Store claims events and loads applications (postgres.DB).
 	Store jobboard.EventStore
-	// Mailer sends the status emails (mail.Sender).
+	// Mailer sends the status and verification emails (mail.Sender).
 	Mailer jobboard.Mailer
+	// VerifyEmailURL is the base of the verification link (the
+	// VERIFY_EMAIL_URL setting): the page of the front end that posts the
+	// token to POST /v1/auth/verify-email. The link is this URL with
+	// token=<token> added to its query. Required: an absolute http(s) URL.
+	VerifyEmailURL string
 	// Redelivery, if set, gives failed records their backoff
 	// (queue.Redeliverer); otherwise they wait for the visibility timeout.
 	Redelivery jobboard.Redeliverer
@@ -89,7 +95,8 @@ type Config struct {
 
 // Handler handles batches of events. It is safe for concurrent use.
 type Handler struct {
-	c Config
+	c         Config
+	verifyURL *url.URL
 }
 
 // New returns a Handler. It returns an error when a required dependency is
@@ -97,6 +104,10 @@ type Handler struct {
 func New(c Config) (*Handler, error) {
 	if c.Store == nil || c.Mailer == nil {
 		return nil, errors.New("worker: Store and Mailer are required")
+	}
+	verifyURL, err := ParseVerifyEmailURL(c.VerifyEmailURL)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
 	}
 	defaults := []struct {
 		v   *time.Duration
@@ -136,7 +147,24 @@ func New(c Config) (*Handler, error) {
 	if c.Jitter == nil {
 		c.Jitter = defaultJitter
 	}
-	return &Handler{c: c}, nil
+	return &Handler{c: c, verifyURL: verifyURL}, nil
+}
+
+// ParseVerifyEmailURL reads the base of the verification link. Errors: not
+// an absolute http or https URL, or one that carries a token already.
+func ParseVerifyEmailURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	switch {
+	case s == "":
+		return nil, errors.New("the verification link's URL (VERIFY_EMAIL_URL) is required")
+	case err != nil:
+		return nil, fmt.Errorf("verification link's URL %q: %w", s, err)
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return nil, fmt.Errorf("verification link's URL %q: want an absolute http or https URL", s)
+	case u.Query().Has("token"):
+		return nil, fmt.Errorf("verification link's URL %q has a token parameter already", s)
+	}
+	return u, nil
 }
 
 // Handle processes a batch and reports the records that failed, which SQS
@@ -241,7 +269,7 @@ type run struct {
 	stopRetry retryClass // the backoff of the records not started for it
 }
 
-// handleGroup handles the records of one application in order. After a
+// handleGroup handles the records of one application (or account) in order. After a
 // failure the rest of the group is not started.
 func (b *run) handleGroup(ctx context.Context, recs []record, group []int) {
 	var heldBack *result
@@ -251,7 +279,7 @@ func (b *run) handleGroup(ctx context.Context, recs []record, group []int) {
 		case reason != "":
 			r.res = b.h.notStarted(ctx, r, reason, retry)
 		case heldBack != nil:
-			r.res = b.h.notStarted(ctx, r, "an earlier status event of the same application failed", heldBack.retry)
+			r.res = b.h.notStarted(ctx, r, "an earlier event of the same application or account failed", heldBack.retry)
 		default:
 			r.res = b.h.process(ctx, b.marker, r.msg, r.ev, r.decodeErr)
 			if r.res.stop != "" {
@@ -294,21 +322,32 @@ func (h *Handler) notStarted(ctx context.Context, r *record, reason string, retr
 }
 
 // groupByApplication returns the indexes of the records, grouped so that
-// the records about one application form one group, in batch order. A
-// record that is not about an application is a group of its own.
+// the records about one application form one group, in batch order, and
+// so do the records about one account (verification events): the same
+// event twice in a batch is then claimed by the first record and skipped
+// by the second, instead of finding the first's live lease. A record that
+// is about neither is a group of its own.
 func groupByApplication(recs []record) [][]int {
+	type subject struct {
+		verification bool
+		id           int64
+	}
 	var groups [][]int
-	byApp := map[int64]int{}
+	bySubject := map[subject]int{}
 	for i, r := range recs {
-		if r.decodeErr != nil || r.ev.ApplicationID == 0 {
+		key := subject{id: r.ev.ApplicationID}
+		if r.ev.Type == jobboard.EventTypeEmailVerificationRequested {
+			key = subject{verification: true, id: r.ev.UserID}
+		}
+		if r.decodeErr != nil || key.id == 0 {
 			groups = append(groups, []int{i})
 			continue
 		}
-		if g, ok := byApp[r.ev.ApplicationID]; ok {
+		if g, ok := bySubject[key]; ok {
 			groups[g] = append(groups[g], i)
 			continue
 		}
-		byApp[r.ev.ApplicationID] = len(groups)
+		bySubject[key] = len(groups)
 		groups = append(groups, []int{i})
 	}
 	return groups

@@ -10,26 +10,29 @@ import (
 
 // metricsOf names, per outcome, the counters a record adds to.
 var metricsOf = map[string][]string{
-	string(jobboard.OutcomeSent):               {"EmailsSent"},
-	outcomeLeaseLost:                           {"EmailsSent"},
-	outcomeMarkFailed:                          {"EmailsSent"},
-	string(jobboard.OutcomeDuplicate):          {"DuplicatesSkipped"},
-	string(jobboard.OutcomePayloadMismatch):    {"DuplicatesSkipped"},
-	string(jobboard.OutcomeRejected):           {"SendFailures"},
-	outcomeSendFailed:                          {"SendFailures"},
-	outcomeAmbiguous:                           {"SendFailures", "AmbiguousSends"},
-	outcomeThrottled:                           {"SendFailures", "Throttled"},
-	outcomePaused:                              {"SendFailures", "SendingPaused"},
-	outcomeMalformed:                           {"MalformedMessages"},
-	outcomeExpired:                             {"ExpiredEvents"},
-	string(jobboard.OutcomeApplicationMissing): nil,
+	string(jobboard.OutcomeSent):                {"EmailsSent"},
+	outcomeLeaseLost:                            {"EmailsSent"},
+	outcomeMarkFailed:                           {"EmailsSent"},
+	string(jobboard.OutcomeDuplicate):           {"DuplicatesSkipped"},
+	string(jobboard.OutcomePayloadMismatch):     {"DuplicatesSkipped"},
+	string(jobboard.OutcomeRejected):            {"SendFailures"},
+	outcomeSendFailed:                           {"SendFailures"},
+	outcomeAmbiguous:                            {"SendFailures", "AmbiguousSends"},
+	outcomeThrottled:                            {"SendFailures", "Throttled"},
+	outcomePaused:                               {"SendFailures", "SendingPaused"},
+	outcomeMalformed:                            {"MalformedMessages"},
+	outcomeExpired:                              {"ExpiredEvents"},
+	string(jobboard.OutcomeApplicationMissing):  nil,
+	string(jobboard.OutcomeRecipientUnverified): {"UnverifiedRecipients"},
+	string(jobboard.OutcomeAlreadyVerified):     nil,
+	string(jobboard.OutcomeUserMissing):         nil,
 }
 
 // metricNames are the worker's metrics, every one on every line (a zero is
 // a data point too: an alarm then sees "no failures", not "no data").
 var metricNames = []string{
 	"EmailsSent", "DuplicatesSkipped", "SendFailures", "MalformedMessages",
-	"SendingPaused", "Throttled", "ExpiredEvents", "AmbiguousSends",
+	"SendingPaused", "Throttled", "ExpiredEvents", "AmbiguousSends", "UnverifiedRecipients",
 }
 
 // writeMetrics writes the batch's EMF line (namespace jobboard, dimension

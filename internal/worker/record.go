@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -30,7 +31,7 @@ const (
 
 // process handles one record and logs one line about it (two at DEBUG).
 func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage, ev jobboard.Event, decodeErr error) result {
-	if decodeErr == nil && ev.Type != jobboard.EventTypeStatusChanged {
+	if decodeErr == nil && ev.Type != jobboard.EventTypeStatusChanged && ev.Type != jobboard.EventTypeEmailVerificationRequested {
 		decodeErr = fmt.Errorf("no handler for event type %q", ev.Type)
 	}
 	if decodeErr != nil {
@@ -63,11 +64,34 @@ func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage,
 	h.logRecord(ctx, slog.LevelDebug, "claimed", msg.MessageId, ev, outcomeClaimed, claim.Token,
 		slog.Int("attempts", claim.Attempts), slog.Duration("lease", lease))
 
-	providerID, err := h.c.Mailer.SendStatusEmail(sendCtx, statusEmail(ev, claim.Application))
+	providerID, err := h.send(sendCtx, ev, claim)
 	if err != nil {
 		return h.sendFailed(ctx, dbCtx, m, msg, ev, claim, err)
 	}
 	return h.sent(ctx, dbCtx, m, msg, ev, claim, providerID)
+}
+
+// send is step two: the email of the event's type.
+func (h *Handler) send(ctx context.Context, ev jobboard.Event, c jobboard.Claim) (string, error) {
+	if ev.Type == jobboard.EventTypeEmailVerificationRequested {
+		return h.c.Mailer.SendVerificationEmail(ctx, jobboard.VerificationEmail{
+			EventID:   ev.EventID,
+			To:        c.Recipient.Email,
+			Link:      verificationLink(h.verifyURL, c.Recipient.Token),
+			ExpiresAt: c.Recipient.ExpiresAt,
+		})
+	}
+	return h.c.Mailer.SendStatusEmail(ctx, statusEmail(ev, c.Application))
+}
+
+// verificationLink is base with the token in its query ("token=..."),
+// beside whatever query base has.
+func verificationLink(base *url.URL, token string) string {
+	u := *base
+	q := u.Query()
+	q.Set("token", token)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // notOwned logs and returns a claim that leaves nothing to send.
@@ -82,6 +106,13 @@ func (h *Handler) notOwned(ctx context.Context, msg events.SQSMessage, ev jobboa
 		h.logRecord(ctx, slog.LevelError, "same event_id, different payload; not emailed", msg.MessageId, ev, o, "")
 	case jobboard.OutcomeApplicationMissing:
 		h.logRecord(ctx, slog.LevelWarn, "application no longer exists; skipped", msg.MessageId, ev, o, c.Token)
+	case jobboard.OutcomeRecipientUnverified:
+		// The rule working as meant, not a fault: INFO, and a metric.
+		h.logRecord(ctx, slog.LevelInfo, "candidate's address is not verified; no status email", msg.MessageId, ev, o, c.Token)
+	case jobboard.OutcomeAlreadyVerified:
+		h.logRecord(ctx, slog.LevelInfo, "address verified already; no verification email", msg.MessageId, ev, o, c.Token)
+	case jobboard.OutcomeUserMissing:
+		h.logRecord(ctx, slog.LevelWarn, "account no longer exists; skipped", msg.MessageId, ev, o, c.Token)
 	case jobboard.OutcomeBusy:
 		h.logRecord(ctx, slog.LevelWarn, "another worker holds the claim; will retry after its lease", msg.MessageId, ev, o, "",
 			slog.Duration("busy_for", c.BusyFor))
@@ -105,7 +136,7 @@ func (h *Handler) sent(ctx, dbCtx context.Context, m *marker, msg events.SQSMess
 	id := slog.String("ses_message_id", providerID)
 	switch {
 	case err == nil:
-		h.logRecord(ctx, slog.LevelInfo, "status email sent", msg.MessageId, ev, string(jobboard.OutcomeSent), c.Token,
+		h.logRecord(ctx, slog.LevelInfo, emailName(ev)+" sent", msg.MessageId, ev, string(jobboard.OutcomeSent), c.Token,
 			id, slog.Int("attempts", c.Attempts))
 		return result{outcome: string(jobboard.OutcomeSent), answered: true}
 	case errors.Is(err, jobboard.ErrLeaseLost):
@@ -218,10 +249,20 @@ func statusEmail(ev jobboard.Event, d jobboard.ApplicationDetails) jobboard.Stat
 	}
 }
 
+// emailName says which email an event sends, for the logs.
+func emailName(ev jobboard.Event) string {
+	if ev.Type == jobboard.EventTypeEmailVerificationRequested {
+		return "verification email"
+	}
+	return "status email"
+}
+
 // logRecord writes a line about a record. Every line carries the same
-// fields, empty when unknown (a malformed message has no event id), so that
-// a query over the logs can rely on them; lease_token ties the lines of one
-// attempt together.
+// fields, empty when unknown (a malformed message has no event id; a
+// verification event no application_id, a status event no user_id), so
+// that a query over the logs can rely on them; lease_token ties the lines
+// of one attempt together. No line carries a verification token: the
+// claim's Recipient is never logged.
 func (h *Handler) logRecord(ctx context.Context, level slog.Level, msg, messageID string,
 	ev jobboard.Event, outcome, leaseToken string, extra ...slog.Attr,
 ) {
@@ -229,6 +270,7 @@ func (h *Handler) logRecord(ctx context.Context, level slog.Level, msg, messageI
 		slog.String("event_id", ev.EventID),
 		slog.String("message_id", messageID),
 		slog.Int64("application_id", ev.ApplicationID),
+		slog.Int64("user_id", ev.UserID),
 		slog.String("outcome", outcome),
 		slog.String("lease_token", leaseToken),
 	}, extra...)

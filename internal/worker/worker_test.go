@@ -701,7 +701,7 @@ func TestLogsAndMetrics(t *testing.T) {
 	}
 	emf := metrics[0]
 	want := map[string]float64{"EmailsSent": 1, "DuplicatesSkipped": 1, "MalformedMessages": 1, "SendFailures": 1,
-		"SendingPaused": 0, "Throttled": 0, "ExpiredEvents": 0, "AmbiguousSends": 0}
+		"SendingPaused": 0, "Throttled": 0, "ExpiredEvents": 0, "AmbiguousSends": 0, "UnverifiedRecipients": 0}
 	for k, v := range want {
 		if emf[k] != v {
 			t.Errorf("EMF %s = %v, want %v", k, emf[k], v)
@@ -725,7 +725,7 @@ func TestLogsAndMetrics(t *testing.T) {
 	}
 	sort.Strings(names)
 	if !slices.Equal(names, []string{"AmbiguousSends", "DuplicatesSkipped", "EmailsSent", "ExpiredEvents",
-		"MalformedMessages", "SendFailures", "SendingPaused", "Throttled"}) {
+		"MalformedMessages", "SendFailures", "SendingPaused", "Throttled", "UnverifiedRecipients"}) {
 		t.Errorf("metric names = %v", names)
 	}
 	// Every dimension named must be a member of the line, or CloudWatch

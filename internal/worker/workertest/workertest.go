@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,10 @@ import (
 
 // MailFrom is the sender address of the test emails.
 const MailFrom = "jobboard <jobs@example.com>"
+
+// VerifyEmailURL is the verification link's base in the tests (it has a
+// query of its own, which the link keeps beside the token).
+const VerifyEmailURL = "https://app.example/verify-email?lang=en"
 
 // Env is one test's pipeline.
 type Env struct {
@@ -114,11 +119,12 @@ func OpenWorkerDB(tb testing.TB, url string) *postgres.DB {
 func (e *Env) Handler(tb testing.TB, m jobboard.Mailer, adjust ...func(*worker.Config)) *worker.Handler {
 	tb.Helper()
 	c := worker.Config{
-		Store:      e.DB,
-		Mailer:     m,
-		Redelivery: queue.NewRedeliverer(e.SQS, e.QueueURL),
-		Logger:     slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Metrics:    e.Logs,
+		Store:          e.DB,
+		Mailer:         m,
+		VerifyEmailURL: VerifyEmailURL,
+		Redelivery:     queue.NewRedeliverer(e.SQS, e.QueueURL),
+		Logger:         slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics:        e.Logs,
 	}
 	for _, f := range adjust {
 		f(&c)
@@ -151,8 +157,21 @@ type App struct {
 }
 
 // NewApp creates an employer with a company and an open job, and a
-// candidate, with an address no other test uses, who has applied to it.
+// candidate, with a verified address no other test uses, who has applied
+// to it.
 func (e *Env) NewApp(tb testing.TB) App {
+	tb.Helper()
+	return e.newApp(tb, true)
+}
+
+// NewUnverifiedApp is NewApp with a candidate who has not verified their
+// address: no status email may reach it.
+func (e *Env) NewUnverifiedApp(tb testing.TB) App {
+	tb.Helper()
+	return e.newApp(tb, false)
+}
+
+func (e *Env) newApp(tb testing.TB, verified bool) App {
 	tb.Helper()
 	ctx := context.Background()
 	tag := strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
@@ -167,6 +186,9 @@ func (e *Env) NewApp(tb testing.TB) App {
 		tb.Fatal(err)
 	}
 	emp := jobboard.Actor{UserID: employer.ID, Role: employer.Role}
+	if verified {
+		pgtest.MarkVerified(tb, e.DB, candidate.ID)
+	}
 	cand := jobboard.Actor{UserID: candidate.ID, Role: candidate.Role}
 	company, err := e.DB.CreateCompany(ctx, emp, jobboard.NewCompany{Name: "Acme " + tag})
 	if err != nil {
@@ -208,6 +230,39 @@ func (a App) Subject(tb testing.TB, ev jobboard.Event) string {
 		tb.Fatal(err)
 	}
 	return subject
+}
+
+// VerificationLink returns the verification link in an email's text body
+// (the line that starts with VerifyEmailURL's scheme, host and path),
+// parsed, failing tb if there is none.
+func VerificationLink(tb testing.TB, email localaws.Email) *url.URL {
+	tb.Helper()
+	base, err := url.Parse(VerifyEmailURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	prefix := base.Scheme + "://" + base.Host + base.Path + "?"
+	for _, line := range strings.Split(email.Body.Text, "\n") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, prefix) {
+			u, err := url.Parse(line)
+			if err != nil {
+				tb.Fatalf("verification link %q: %v", line, err)
+			}
+			return u
+		}
+	}
+	tb.Fatalf("no line starting with %s in the email's text:\n%s", prefix, email.Body.Text)
+	return nil
+}
+
+// VerificationToken is the token of the verification link in an email.
+func VerificationToken(tb testing.TB, email localaws.Email) string {
+	tb.Helper()
+	token := VerificationLink(tb, email).Query().Get("token")
+	if token == "" {
+		tb.Fatalf("verification link without a token in:\n%s", email.Body.Text)
+	}
+	return token
 }
 
 // Body is the message body of ev.
@@ -351,9 +406,12 @@ func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() b
 // interface and nowhere else.
 type FlakyMailer struct {
 	Next jobboard.Mailer
-	// Fail is called before each send with its number (from 1); a non-nil
-	// error is returned instead of sending. Nil Fail passes every call.
+	// Fail is called before each status email with its number (from 1,
+	// counting every email); a non-nil error is returned instead of
+	// sending. Nil Fail passes every call.
 	Fail func(call int, e jobboard.StatusEmail) error
+	// FailVerification is Fail for verification emails.
+	FailVerification func(call int, e jobboard.VerificationEmail) error
 
 	mu    sync.Mutex
 	calls int
@@ -372,6 +430,26 @@ func (m *FlakyMailer) SendStatusEmail(ctx context.Context, e jobboard.StatusEmai
 		}
 	}
 	id, err := m.Next.SendStatusEmail(ctx, e)
+	if err == nil {
+		m.mu.Lock()
+		m.sent++
+		m.mu.Unlock()
+	}
+	return id, err
+}
+
+// SendVerificationEmail implements jobboard.Mailer.
+func (m *FlakyMailer) SendVerificationEmail(ctx context.Context, e jobboard.VerificationEmail) (string, error) {
+	m.mu.Lock()
+	m.calls++
+	n := m.calls
+	m.mu.Unlock()
+	if m.FailVerification != nil {
+		if err := m.FailVerification(n, e); err != nil {
+			return "", err
+		}
+	}
+	id, err := m.Next.SendVerificationEmail(ctx, e)
 	if err == nil {
 		m.mu.Lock()
 		m.sent++
