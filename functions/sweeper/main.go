@@ -158,14 +158,15 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (s
 		return nil, nil, err
 	}
 	sw, err = outbox.NewSweeper(outbox.SweeperConfig{
-		Store:           db,
-		Publisher:       publisher,
-		Retention:       s.retention,
-		Grace:           s.grace,
-		Logger:          logger,
-		Metrics:         stdout,
-		IdempotencyKeys: db,
-		LoginFailures:   db,
+		Store:                db,
+		Publisher:            publisher,
+		Retention:            s.retention,
+		Grace:                s.grace,
+		Logger:               logger,
+		Metrics:              stdout,
+		IdempotencyKeys:      db,
+		LoginFailures:        db,
+		VerificationRequests: db,
 	})
 	if err != nil {
 		db.Close()

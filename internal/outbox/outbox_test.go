@@ -470,3 +470,26 @@ func TestSweeperDeletesExpiredIdempotencyKeys(t *testing.T) {
 		t.Fatalf("keys left = %d, %v; want 1", left, err)
 	}
 }
+
+// Verification requests older than the policy's window count against no
+// bound and are deleted by the sweep; younger ones stay.
+func TestSweeperDeletesOldVerificationRequests(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	window := jobboard.DefaultVerificationPolicy.Window
+	for i, ago := range []time.Duration{window + time.Minute, 2 * window, window - time.Minute, time.Second} {
+		if _, err := e.DB.Pool().Exec(ctx, `INSERT INTO email_verification_requests (user_id, email_digest, requested_at) VALUES ($1, $2, $3)`,
+			i+1, []byte{byte(i)}, time.Now().Add(-ago)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), VerificationRequests: e.DB, DeleteBatch: 1}).Sweep(ctx)
+	if err != nil || r.VerificationRequestsDeleted != 2 {
+		t.Fatalf("sweep = %+v, %v; want 2 verification requests deleted", r, err)
+	}
+	var left int
+	if err := e.DB.Pool().QueryRow(ctx, `SELECT count(*) FROM email_verification_requests`).Scan(&left); err != nil || left != 2 {
+		t.Fatalf("requests left = %d, %v; want the 2 within the window", left, err)
+	}
+}

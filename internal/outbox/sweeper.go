@@ -58,6 +58,10 @@ type SweeperConfig struct {
 	// IdempotencyKeys, when set, has the stored answers of idempotency keys
 	// older than jobboard.IdempotencyKeyTTL deleted on every sweep.
 	IdempotencyKeys jobboard.IdempotencyKeyRetention
+	// VerificationRequests, when set, has the verification requests older
+	// than jobboard.DefaultVerificationPolicy's window deleted on every
+	// sweep: they count against no bound any more.
+	VerificationRequests jobboard.VerificationRequestRetention
 	// LoginFailures, when set, has the failed-login counts whose last
 	// failure is older than jobboard.DefaultLoginPolicy.ResetAfter deleted
 	// on every sweep: the next failure would start such a count again.
@@ -129,6 +133,9 @@ type Report struct {
 	// LoginFailuresDeleted counts the failed-login counts the retention
 	// removed.
 	LoginFailuresDeleted int64 `json:"login_failures_deleted"`
+	// VerificationRequestsDeleted counts the verification requests the
+	// retention removed.
+	VerificationRequestsDeleted int64 `json:"verification_requests_deleted"`
 }
 
 // Sweep publishes the rows left unpublished after the grace period, in
@@ -203,6 +210,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 			errs = append(errs, fmt.Errorf("sweep: %w", err))
 		}
 	}
+	if s.c.VerificationRequests != nil {
+		n, err = s.c.VerificationRequests.DeleteOldVerificationRequests(ctx, jobboard.DefaultVerificationPolicy.Window, s.c.DeleteBatch)
+		r.VerificationRequestsDeleted = n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweep: %w", err))
+		}
+	}
 	return r, errors.Join(errs...)
 }
 
@@ -230,6 +244,7 @@ func (s *Sweeper) Handle(ctx context.Context, _ events.EventBridgeEvent) (Report
 		slog.Int64("outbox_deleted", r.OutboxDeleted),
 		slog.Int64("idempotency_keys_deleted", r.IdempotencyKeysDeleted),
 		slog.Int64("login_failures_deleted", r.LoginFailuresDeleted),
+		slog.Int64("verification_requests_deleted", r.VerificationRequestsDeleted),
 	}
 	if err != nil {
 		s.c.Logger.LogAttrs(ctx, slog.LevelError, "sweep failed", append(attrs, slog.String("error", err.Error()))...)
