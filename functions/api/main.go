@@ -31,10 +31,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/internal/awsenv"
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
@@ -182,9 +182,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.logLevel}))
-	if cfg.aws, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
-		return fmt.Errorf("load AWS configuration: %w", err)
-	}
+	cfg.aws = awsenv.Load(getenv)
 	secrets := secret.NewClient(cfg.aws) // used only when a secret comes from Secrets Manager
 	if err := cfg.loadDatabaseURL(ctx, secrets); err != nil {
 		return err

@@ -11,8 +11,8 @@
 // STATUS_EVENTS_QUEUE_URL (required); RETENTION_DAYS (default 30, at least
 // 15);
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
-// mode only). AWS settings come from the SDK's default configuration;
-// AWS_ENDPOINT_URL_SQS points it at a local stand-in.
+// mode only). AWS settings come from the environment (internal/awsenv);
+// AWS_ENDPOINT_URL_SQS points the client at a local stand-in.
 package main
 
 import (
@@ -28,10 +28,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/internal/awsenv"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/outbox"
 	"github.com/jobboard/jobboard/internal/postgres"
@@ -128,10 +128,7 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (s
 		return nil, nil, err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: s.logLevel}))
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load AWS configuration: %w", err)
-	}
+	awsCfg := awsenv.Load(getenv)
 	publisher := queue.NewPublisher(sqs.NewFromConfig(awsCfg), s.queueURL)
 	publisher.Logger = logger
 

@@ -50,13 +50,11 @@ func TestSetupBuildsAWorkingSweeper(t *testing.T) {
 	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, ev.EventID); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("AWS_ENDPOINT_URL_SQS", localaws.SQS(t).Endpoint)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-	env := map[string]string{"DATABASE_URL": e.URL, "STATUS_EVENTS_QUEUE_URL": e.QueueURL, "RETENTION_DAYS": "15"}
+	// The AWS settings come through getenv, as everything else (awsenv).
+	env := map[string]string{
+		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AWS_ENDPOINT_URL_SQS": localaws.SQS(t).Endpoint,
+		"DATABASE_URL":         e.URL, "STATUS_EVENTS_QUEUE_URL": e.QueueURL, "RETENTION_DAYS": "15"}
 	var out bytes.Buffer
 	sw, closeDB, err := setup(ctx, func(k string) string { return env[k] }, &out)
 	if err != nil {

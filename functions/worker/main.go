@@ -16,8 +16,8 @@
 // RETENTION_DAYS (default 30, at least 15; as the sweeper's);
 // WORKER_CONCURRENCY (records of a batch handled at once, default 10);
 // LOG_LEVEL (debug, info, warn, error; default info). AWS settings come from
-// the SDK's default configuration; AWS_ENDPOINT_URL_SESV2 and
-// AWS_ENDPOINT_URL_SQS point it at local stand-ins.
+// the environment (internal/awsenv); AWS_ENDPOINT_URL_SESV2 and
+// AWS_ENDPOINT_URL_SQS point the clients at local stand-ins.
 package main
 
 import (
@@ -33,11 +33,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/internal/awsenv"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/mail"
 	"github.com/jobboard/jobboard/internal/postgres"
@@ -150,10 +150,7 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (*
 		return nil, err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: s.logLevel}))
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
-	}
+	awsCfg := awsenv.Load(getenv)
 	sender, err := mail.NewSender(sesv2.NewFromConfig(awsCfg), s.mailFrom)
 	if err != nil {
 		return nil, err
