@@ -80,9 +80,10 @@ $(AWS_LAMBDA_RIE):
 invoke: $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) .ci/invoke.sh $(FUNCTION) $(EVENT)
 
-## migrate: apply the schema migrations to the database at DATABASE_URL.
+## migrate: apply the schema migrations to the database at DATABASE_URL (or
+## DATABASE_SECRET_ARN's); see internal/cmd/migrate.
 migrate:
-	$(GO) run ./functions/api migrate
+	$(GO) run ./internal/cmd/migrate
 
 ## localaws: install the SQS and SES stand-ins used by tests and `make dev`.
 localaws: $(LOCALAWS)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/localaws"
 	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/postgres/schema"
 )
 
 // Config says where things run. Zero ports pick free ones.
@@ -76,6 +77,9 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 	if err != nil {
 		return err
 	}
+	if err := schema.Migrate(ctx, dbURL); err != nil {
+		return err
+	}
 	sqsSrv, err := localaws.StartSQS(ctx, localaws.WithPort(cfg.SQSPort))
 	if err != nil {
 		return fmt.Errorf("start SQS stand-in: %w", err)
@@ -121,7 +125,7 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		"SWEEP_INTERVAL=" + cfg.SweepInterval.String(),
 	}
 
-	// The API migrates the database on start; the others wait for it.
+	// The others wait for the API: the demo is seeded through it.
 	children := newGroup(cfg.Out, cancel)
 	defer children.stop()
 	if err := children.start(ctx, "api", filepath.Join(cfg.BinDir, "api"), env); err != nil {
