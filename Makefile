@@ -24,7 +24,7 @@ ARTIFACTS_DIR ?= build
 LAMBDA_GOFLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
-.PHONY: dev test lint bench fuzz migrate build localaws rie invoke
+.PHONY: dev test lint bench coldstart fuzz migrate build localaws rie invoke
 .PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction
 
 ## dev: the whole system on this machine (see internal/devstack): PostgreSQL,
@@ -53,6 +53,14 @@ $(GOLANGCI_LINT):
 ## bench: the benchmarks, reported as ratios against baselines of the same run.
 bench: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+## coldstart: each function's cold start under aws-lambda-rie next to two
+## hello-world baselines (COLDSTART_ROUNDS rounds, medians and ratios), and
+## the size of each Lambda artifact; see README, Performance.
+COLDSTART_ROUNDS ?= 20
+coldstart: $(LOCALAWS) $(AWS_LAMBDA_RIE)
+	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -count=1 -v -run '^TestBootstrapsFitTheSizeAim$$' \
+		-bench '^BenchmarkColdStart$$' -benchtime $(COLDSTART_ROUNDS)x ./internal/deploy
 
 ## fuzz: every fuzz target (func FuzzX in a _test.go file) for FUZZTIME
 ## each, one after the other, e.g. `make fuzz FUZZTIME=30s`. Their seed
