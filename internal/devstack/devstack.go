@@ -17,8 +17,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobboard/jobboard/internal/localaws"
@@ -43,6 +45,10 @@ type Config struct {
 	SweepInterval time.Duration
 	// Out receives the children's logs and the banner.
 	Out io.Writer
+	// StateFile, if set, is where the running stack's State is written
+	// (and removed from when the stack stops), for `make invoke` and `make
+	// poison`.
+	StateFile string
 }
 
 // QueueSettings are the attributes of the status-events queue.
@@ -59,7 +65,33 @@ type Stack struct {
 	SESEndpoint string
 	QueueURL    string
 	DLQURL      string
-	Demo        Demo
+	// Database is the database's name; StateFile where the state is.
+	Database  string
+	StateFile string
+	Demo      Demo
+	// Env is the functions' environment, NAME=value.
+	Env []string
+}
+
+// State is what the stack tells other tools through the state file.
+func (st Stack) State() State {
+	env := make(map[string]string, len(st.Env))
+	for _, kv := range st.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return State{
+		APIURL:         st.APIURL,
+		SQSEndpoint:    st.SQSEndpoint,
+		SESEndpoint:    st.SESEndpoint,
+		QueueURL:       st.QueueURL,
+		DLQURL:         st.DLQURL,
+		Env:            env,
+		EmployerEmail:  st.Demo.EmployerEmail,
+		CandidateEmail: st.Demo.CandidateEmail,
+		Password:       st.Demo.Password,
+		PID:            os.Getpid(),
+	}
 }
 
 // MailFrom is the sender address of the local stack's emails.
@@ -109,8 +141,10 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		SESEndpoint: sesSrv.Endpoint,
 		QueueURL:    queueURL,
 		DLQURL:      dlqURL,
+		Database:    cfg.Database,
+		StateFile:   cfg.StateFile,
 	}
-	env := []string{
+	st.Env = []string{
 		"DATABASE_URL=" + dbURL,
 		"JWT_SECRET=" + randomSecret(),
 		"STATUS_EVENTS_QUEUE_URL=" + queueURL,
@@ -128,19 +162,25 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 	// The others wait for the API: the demo is seeded through it.
 	children := newGroup(cfg.Out, cancel)
 	defer children.stop()
-	if err := children.start(ctx, "api", filepath.Join(cfg.BinDir, "api"), env); err != nil {
+	if err := children.start(ctx, "api", filepath.Join(cfg.BinDir, "api"), st.Env); err != nil {
 		return err
 	}
 	if err := waitReady(ctx, st.APIURL+"/readyz"); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
 	for _, name := range []string{"worker", "sweeper"} {
-		if err := children.start(ctx, name, filepath.Join(cfg.BinDir, name), env); err != nil {
+		if err := children.start(ctx, name, filepath.Join(cfg.BinDir, name), st.Env); err != nil {
 			return err
 		}
 	}
 	if st.Demo, err = seedDemo(ctx, st.APIURL); err != nil {
 		return fmt.Errorf("seed demo: %w", err)
+	}
+	if cfg.StateFile != "" {
+		if err := writeState(cfg.StateFile, st.State()); err != nil {
+			return err
+		}
+		defer os.Remove(cfg.StateFile)
 	}
 	ready(st)
 	<-ctx.Done()
