@@ -42,7 +42,10 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args, os.Getenv, os.Stdout); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "api:", err)
 		os.Exit(1)
 	}
@@ -247,11 +250,9 @@ func runLambda(ctx context.Context, cfg config, logger *slog.Logger) error {
 	return nil
 }
 
-// serveLocal serves HTTP on 127.0.0.1:PORT until ctx ends or the process
-// gets SIGINT or SIGTERM, then drains in-flight requests.
+// serveLocal serves HTTP on 127.0.0.1:PORT until ctx ends (main ends it on
+// SIGINT or SIGTERM), then drains in-flight requests.
 func serveLocal(ctx context.Context, cfg config, logger *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	h, closeDB, err := newHandler(ctx, cfg, logger)
 	if err != nil {
 		return err

@@ -41,7 +41,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Getenv, os.Stdout)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sweeper:", err)
@@ -83,7 +83,10 @@ const defaultSweepInterval = time.Minute
 // run is main without the process: it wires the sweeper and hands it to the
 // Lambda runtime, which does not return, or outside Lambda sweeps on a
 // timer until ctx ends.
-func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 1 {
+		return fmt.Errorf("unknown command %q: the sweeper takes none", args[1])
+	}
 	sw, closeDB, err := setup(ctx, getenv, stdout)
 	if err != nil {
 		return err

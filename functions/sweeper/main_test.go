@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,14 @@ func TestSetupBuildsAWorkingSweeper(t *testing.T) {
 	if !strings.Contains(out.String(), `"msg":"sweep done"`) || !strings.Contains(out.String(), `"published":1`) ||
 		!strings.Contains(out.String(), `"OutboxBacklog":0`) {
 		t.Errorf("stdout lacks the report or the metrics line:\n%s", out.String())
+	}
+}
+
+// Like the other functions, the sweeper takes no command line arguments.
+func TestRunRefusesArguments(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), []string{"sweeper", "migrate"}, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("run with an argument: %v; want an unknown-command error", err)
 	}
 }

@@ -48,7 +48,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Getenv, os.Stdout)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
@@ -119,7 +119,10 @@ func loadSettings(getenv func(string) string) (settings, error) {
 // run is main without the process: it wires the worker and hands its
 // handler to the Lambda runtime, which does not return, or outside Lambda
 // to a local poller, which returns when ctx ends.
-func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 1 {
+		return fmt.Errorf("unknown command %q: the worker takes none", args[1])
+	}
 	w, err := setup(ctx, getenv, stdout)
 	if err != nil {
 		return err

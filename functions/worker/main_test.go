@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"maps"
 	"strings"
 	"testing"
@@ -82,5 +83,14 @@ func TestSetupBuildsAWorkingHandler(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"outcome":"sent"`) || !strings.Contains(out.String(), `"_aws"`) {
 		t.Errorf("stdout lacks the record line or the EMF line:\n%s", out.String())
+	}
+}
+
+// Like the other functions, the worker takes no command line arguments.
+func TestRunRefusesArguments(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), []string{"worker", "migrate"}, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("run with an argument: %v; want an unknown-command error", err)
 	}
 }
