@@ -71,7 +71,7 @@ func TestLoadHonoursServiceEndpoints(t *testing.T) {
 		"AWS_ACCESS_KEY_ID":                "test",
 		"AWS_SECRET_ACCESS_KEY":            "test",
 		"AWS_ENDPOINT_URL_SQS":             sqsEndpoint,
-		"AWS_ENDPOINT_URL_SESV2":           "http://127.0.0.1:8005",
+		"AWS_ENDPOINT_URL_SESV2":           "http://127.0.0.1:4002",
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:4000",
 	}))
 	client := sqs.NewFromConfig(cfg)
@@ -85,7 +85,7 @@ func TestLoadHonoursServiceEndpoints(t *testing.T) {
 		want    string
 	}{
 		{"SQS", client.Options().BaseEndpoint, sqsEndpoint},
-		{"SESv2", sesv2.NewFromConfig(cfg).Options().BaseEndpoint, "http://127.0.0.1:8005"},
+		{"SESv2", sesv2.NewFromConfig(cfg).Options().BaseEndpoint, "http://127.0.0.1:4002"},
 		{"Secrets Manager", secretsmanager.NewFromConfig(cfg).Options().BaseEndpoint, "http://127.0.0.1:4000"},
 	} {
 		if aws.ToString(c.got) != c.want {
