@@ -3,10 +3,17 @@
 // template.yaml declares, and the three function binaries in their local
 // modes (the API serving HTTP, the worker polling the queue the way the
 // Lambda event source mapping does, the sweeper on a timer). It seeds a small
-// demo through the public API and prints what to try.
+// demo through the public API (or, over a database that has it, reads it
+// back as it is) and prints what to try.
 //
 // The binaries are the same programs that run in Lambda: each one serves
 // locally when AWS_LAMBDA_RUNTIME_API is not set.
+//
+// A running stack describes itself in a state file (State); the tools of
+// the local loop work against it: Invocation runs one function under
+// aws-lambda-rie with a sample event (FillEvent) and the stack's
+// environment (`make invoke`), and Poison watches a malformed message reach
+// the dead-letter queue (`make poison`).
 package devstack
 
 import (
