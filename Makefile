@@ -17,6 +17,10 @@ AWS_LAMBDA_RIE         := $(TOOLS_DIR)/aws-lambda-rie-$(AWS_LAMBDA_RIE_VERSION)
 # The npm stand-ins for SQS and SES (see .ci/localaws/package.json).
 LOCALAWS := .ci/localaws/node_modules/.package-lock.json
 
+# Redocly CLI, the OpenAPI linter, pinned in .ci/openapi (package.json, lock).
+OPENAPI_LINT := .ci/openapi/node_modules/.package-lock.json
+REDOCLY      := REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true .ci/openapi/node_modules/.bin/redocly
+
 WITH_PG := .ci/with-postgres.sh
 
 # Lambda builds: provided.al2023 on arm64, one static bootstrap per function.
@@ -24,7 +28,7 @@ ARTIFACTS_DIR ?= build
 LAMBDA_GOFLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
-.PHONY: dev test lint bench coldstart fuzz migrate build localaws rie invoke poison
+.PHONY: dev test lint bench coldstart fuzz migrate build localaws rie invoke poison chaos
 .PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction
 
 # `make dev`, `make invoke` and the emulator tests build the functions for
@@ -45,16 +49,29 @@ dev: $(LOCALAWS)
 	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/dev
 	$(WITH_PG) build/dev/dev -bin build/dev -state $(DEV_STATE)
 
+## chaos: the email promise under faults (see internal/chaos): the whole
+## stack on free ports, thousands of status changes while processes die and
+## freeze and SQS and SES fail, then a report of lost and duplicated emails.
+## CHAOS_FLAGS passes flags, e.g. CHAOS_FLAGS='-seed 42' or '-short'.
+chaos: $(LOCALAWS)
+	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/chaos
+	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
+
 ## test: lint, then every test with the race detector.
 test: lint $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -race -count=1 ./...
 
-## lint: gofmt, go vet and golangci-lint (pinned).
-lint: $(GOLANGCI_LINT)
+## lint: gofmt, go vet, golangci-lint (pinned), and Redocly's recommended
+## rules over the OpenAPI document (errors fail; warnings are printed).
+lint: $(GOLANGCI_LINT) $(OPENAPI_LINT)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go') 2>&1); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
+	$(REDOCLY) lint --config .ci/openapi/redocly.yaml --format=summary internal/httpapi/openapi.json
+
+$(OPENAPI_LINT): .ci/openapi/package.json .ci/openapi/package-lock.json
+	npm ci --prefix .ci/openapi --no-audit --no-fund --loglevel=error
 
 $(GOLANGCI_LINT):
 	mkdir -p $(TOOLS_DIR)/tmp

@@ -13,7 +13,11 @@
 // (the queue that committed status events are published to right away;
 // without it they wait in the outbox for the sweeper);
 // DATABASE_STATEMENT_TIMEOUT (a Go duration, default 5s: the database stops
-// any statement of the API that runs longer, and the request answers 503).
+// any statement of the API that runs longer, and the request answers 503);
+// CORS_ALLOWED_ORIGINS (comma-separated origins whose browsers may call the
+// API; empty: no CORS); CACHE_MAX_AGE and CACHE_STALE_WHILE_REVALIDATE
+// (durations such as 30s: the Cache-Control of anonymous job searches, jobs
+// and companies).
 package main
 
 import (
@@ -32,6 +36,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -82,6 +87,10 @@ type config struct {
 	port      string
 	logLevel  slog.Level
 	lambda    bool
+	// corsOrigins, publicMaxAge and staleWhileRevalidate are the HTTP
+	// settings of httpapi.Config of the same names.
+	corsOrigins                        []string
+	publicMaxAge, staleWhileRevalidate time.Duration
 	// aws is the AWS configuration, loaded once for every client the
 	// function makes (Secrets Manager, SQS).
 	aws aws.Config
@@ -113,7 +122,31 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("LOG_LEVEL: %w", err)
 		}
 	}
+	origins, err := httpapi.ParseAllowedOrigins(getenv("CORS_ALLOWED_ORIGINS"))
+	if err != nil {
+		return c, fmt.Errorf("CORS_ALLOWED_ORIGINS: %w", err)
+	}
+	c.corsOrigins = origins
+	if c.publicMaxAge, err = cacheDuration("CACHE_MAX_AGE", getenv("CACHE_MAX_AGE")); err != nil {
+		return c, err
+	}
+	if c.staleWhileRevalidate, err = cacheDuration("CACHE_STALE_WHILE_REVALIDATE", getenv("CACHE_STALE_WHILE_REVALIDATE")); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// cacheDuration reads a caching setting: empty means the default (zero), else
+// a duration of at least a second (Cache-Control counts in seconds).
+func cacheDuration(name, v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("%s = %q: want a duration of at least 1s, such as 30s", name, v)
+	}
+	return d, nil
 }
 
 // loadDatabaseURL sets the database URL: DATABASE_URL, or on AWS the secret
@@ -216,6 +249,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 	}
 	relay := eventRelay(ctx, cfg.getenv, cfg.aws, db, logger)
 	h = httpapi.NewServer(httpapi.Config{
+		RequestID:    gatewayRequestID,
 		Users:        db,
 		Companies:    db,
 		Jobs:         db,
@@ -225,6 +259,11 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 		Relay:        relay,
 		Logger:       logger,
 		TokenKeys:    cfg.tokenKeys,
+
+		Idempotency:          db,
+		PublicMaxAge:         cfg.publicMaxAge,
+		StaleWhileRevalidate: cfg.staleWhileRevalidate,
+		CORSAllowedOrigins:   cfg.corsOrigins,
 	})
 	return h, db.Close, nil
 }
@@ -236,6 +275,14 @@ func lambdaPool(c *pgxpool.Config) {
 	c.MaxConns = 2
 	c.MinConns = 0
 	c.MaxConnIdleTime = time.Minute
+}
+
+// gatewayRequestID is API Gateway's request id of a request that came
+// through the Lambda proxy adapter, or "" (served locally): the API's log
+// lines then carry the id of the gateway's access log.
+func gatewayRequestID(r *http.Request) string {
+	gw, _ := core.GetAPIGatewayV2ContextFromContext(r.Context())
+	return gw.RequestID
 }
 
 // runLambda serves API Gateway HTTP API (payload v2) events. lambda.Start

@@ -11,8 +11,10 @@
 // STATUS_EVENTS_QUEUE_URL (required); RETENTION_DAYS (default 30, at least
 // 15);
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
-// mode only). AWS settings come from the environment (internal/awsenv);
-// AWS_ENDPOINT_URL_SQS points the client at a local stand-in.
+// mode only); SWEEP_GRACE (how long a fresh row is left to the API's relay,
+// default 30s; the chaos harness shortens it). AWS settings come from the
+// environment (internal/awsenv); AWS_ENDPOINT_URL_SQS points the client at
+// a local stand-in.
 package main
 
 import (
@@ -53,6 +55,7 @@ func main() {
 type settings struct {
 	queueURL  string
 	retention time.Duration
+	grace     time.Duration
 	logLevel  slog.Level
 }
 
@@ -67,6 +70,13 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	var err error
 	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
 		problems = append(problems, fmt.Errorf("RETENTION_DAYS: %w", err))
+	}
+	if v := getenv("SWEEP_GRACE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			problems = append(problems, fmt.Errorf("SWEEP_GRACE = %q: want a positive duration such as 30s", v))
+		}
+		s.grace = d
 	}
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
 		if err := s.logLevel.UnmarshalText([]byte(lvl)); err != nil {
@@ -149,11 +159,14 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (s
 		return nil, nil, err
 	}
 	sw, err = outbox.NewSweeper(outbox.SweeperConfig{
-		Store:     db,
-		Publisher: publisher,
-		Retention: s.retention,
-		Logger:    logger,
-		Metrics:   stdout,
+		Store:           db,
+		Publisher:       publisher,
+		Retention:       s.retention,
+		Grace:           s.grace,
+		Logger:          logger,
+		Metrics:         stdout,
+		IdempotencyKeys: db,
+		LoginFailures:   db,
 	})
 	if err != nil {
 		db.Close()

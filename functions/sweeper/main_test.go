@@ -36,6 +36,19 @@ func TestLoadSettings(t *testing.T) {
 	if s, err := loadSettings(env(base)); err != nil || s.retention != 30*24*time.Hour {
 		t.Errorf("RETENTION_DAYS=30: %v, %v", s.retention, err)
 	}
+	if s, err := loadSettings(env(base)); err != nil || s.grace != 0 {
+		t.Errorf("no SWEEP_GRACE: grace = %v, %v; want 0 (the sweeper's default)", s.grace, err)
+	}
+	for _, bad := range []string{"0s", "-1s", "soon"} {
+		base["SWEEP_GRACE"] = bad
+		if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "SWEEP_GRACE") {
+			t.Errorf("SWEEP_GRACE=%q: %v; want an error", bad, err)
+		}
+	}
+	base["SWEEP_GRACE"] = "2s"
+	if s, err := loadSettings(env(base)); err != nil || s.grace != 2*time.Second {
+		t.Errorf("SWEEP_GRACE=2s: %v, %v", s.grace, err)
+	}
 }
 
 // setup wires the real adapters from the environment alone; the scheduled

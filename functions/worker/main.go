@@ -15,6 +15,8 @@
 // there, and the local mode polls it); SES_CONFIGURATION_SET (optional);
 // RETENTION_DAYS (default 30, at least 15; as the sweeper's);
 // WORKER_CONCURRENCY (records of a batch handled at once, default 10);
+// LOCAL_INVOCATION_TIMEOUT (local mode only: the deadline of one local
+// invocation, default 30s, the function's Timeout in template.yaml);
 // LOG_LEVEL (debug, info, warn, error; default info). AWS settings come from
 // the environment (internal/awsenv); AWS_ENDPOINT_URL_SESV2 and
 // AWS_ENDPOINT_URL_SQS point the clients at local stand-ins.
@@ -71,8 +73,9 @@ const (
 // a whole batch of concurrent records, whose time goes to SES.
 const poolSize = 2
 
-// localTimeout is the deadline of one local invocation: the worker's
-// Timeout in template.yaml.
+// localTimeout is the default deadline of one local invocation: the
+// worker's Timeout in template.yaml. LOCAL_INVOCATION_TIMEOUT overrides it,
+// so that the chaos harness can reach the deadline within a short run.
 const localTimeout = 30 * time.Second
 
 // settings is what run reads from the environment.
@@ -82,6 +85,7 @@ type settings struct {
 	queueURL         string
 	retention        time.Duration
 	concurrency      int
+	localTimeout     time.Duration
 	logLevel         slog.Level
 }
 
@@ -91,6 +95,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		configurationSet: getenv("SES_CONFIGURATION_SET"),
 		queueURL:         getenv("STATUS_EVENTS_QUEUE_URL"),
 		concurrency:      worker.DefaultConcurrency,
+		localTimeout:     localTimeout,
 	}
 	var missing []error
 	if s.mailFrom == "" {
@@ -106,6 +111,11 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if v := getenv("WORKER_CONCURRENCY"); v != "" {
 		if s.concurrency, err = strconv.Atoi(v); err != nil || s.concurrency < 1 || s.concurrency > 100 {
 			missing = append(missing, fmt.Errorf("WORKER_CONCURRENCY = %q: want a whole number from 1 to 100", v))
+		}
+	}
+	if v := getenv("LOCAL_INVOCATION_TIMEOUT"); v != "" {
+		if s.localTimeout, err = time.ParseDuration(v); err != nil || s.localTimeout <= 0 {
+			missing = append(missing, fmt.Errorf("LOCAL_INVOCATION_TIMEOUT = %q: want a positive duration such as 30s", v))
 		}
 	}
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
@@ -202,7 +212,7 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (*
 			Client:         sqsClient,
 			QueueURL:       s.queueURL,
 			Handler:        h.Handle,
-			HandlerTimeout: localTimeout,
+			HandlerTimeout: s.localTimeout,
 			FunctionName:   "worker",
 			Logger:         logger,
 		},

@@ -46,6 +46,30 @@ func TestLoadSettings(t *testing.T) {
 	}
 }
 
+// LOCAL_INVOCATION_TIMEOUT sets the local invocations' deadline.
+func TestLocalInvocationTimeout(t *testing.T) {
+	good := map[string]string{"MAIL_FROM": "a@example.com", "STATUS_EVENTS_QUEUE_URL": "http://q"}
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "LOCAL_INVOCATION_TIMEOUT" {
+				return v
+			}
+			return good[k]
+		}
+	}
+	if s, err := loadSettings(env("")); err != nil || s.localTimeout != localTimeout {
+		t.Errorf("unset: %v, %v; want %v", s.localTimeout, err, localTimeout)
+	}
+	if s, err := loadSettings(env("8s")); err != nil || s.localTimeout != 8*time.Second {
+		t.Errorf("8s: %v, %v", s.localTimeout, err)
+	}
+	for _, bad := range []string{"0s", "-1s", "8"} {
+		if _, err := loadSettings(env(bad)); err == nil || !strings.Contains(err.Error(), "LOCAL_INVOCATION_TIMEOUT") {
+			t.Errorf("%q: %v; want an error naming the variable", bad, err)
+		}
+	}
+}
+
 // Without a database URL or the ARN of its secret, setup names both.
 func TestSetupNeedsADatabase(t *testing.T) {
 	env := map[string]string{"MAIL_FROM": "a@example.com", "STATUS_EVENTS_QUEUE_URL": "http://127.0.0.1:1/000000000000/q"}

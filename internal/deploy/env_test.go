@@ -38,10 +38,12 @@ var localOnly = map[string]string{
 // localOnlyFor are local-only variables of one function.
 var localOnlyFor = map[string]map[string]string{
 	"WorkerFunction": {
-		"STATUS_EVENTS_QUEUE_URL": "the local poller of `make dev`; on AWS the SQS event source mapping polls",
+		"STATUS_EVENTS_QUEUE_URL":  "the local poller of `make dev`; on AWS the SQS event source mapping polls",
+		"LOCAL_INVOCATION_TIMEOUT": "the local poller's deadline, shortened by `make chaos`; on AWS the function's Timeout",
 	},
 	"SweeperFunction": {
 		"SWEEP_INTERVAL": "the local loop of `make dev`; on AWS the EventBridge schedule sets the pace",
+		"SWEEP_GRACE":    "shortened by `make chaos`; the deployed sweeper keeps the default",
 	},
 }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jobboard/jobboard/internal/httpapi"
 )
 
 // Tests of the production operations in template.yaml: bounded database
@@ -445,9 +447,10 @@ func TestCorsIsAParameter(t *testing.T) {
 	}
 	var api struct {
 		CorsConfiguration struct {
-			AllowOrigins json.RawMessage `json:"AllowOrigins"`
-			AllowHeaders []string        `json:"AllowHeaders"`
-			AllowMethods []string        `json:"AllowMethods"`
+			AllowOrigins  json.RawMessage `json:"AllowOrigins"`
+			AllowHeaders  []string        `json:"AllowHeaders"`
+			ExposeHeaders []string        `json:"ExposeHeaders"`
+			AllowMethods  []string        `json:"AllowMethods"`
 		} `json:"CorsConfiguration"`
 	}
 	tpl.props(t, "HttpApi", &api)
@@ -455,10 +458,21 @@ func TestCorsIsAParameter(t *testing.T) {
 	if got, want := compactJSON(t, c.AllowOrigins), `{"Fn::If":["HasCors",["${Ref:CorsAllowedOrigins}"],"${Ref:AWS::NoValue}"]}`; got != want {
 		t.Errorf("HttpApi AllowOrigins %s; want %s", got, want)
 	}
-	for _, h := range []string{"authorization", "content-type", "if-match"} {
-		if !slices.Contains(c.AllowHeaders, h) {
-			t.Errorf("HttpApi AllowHeaders %v lacks %s", c.AllowHeaders, h)
+	// API Gateway answers CORS on AWS with the same header fields as the
+	// local server does.
+	lower := func(hs []string) []string {
+		out := make([]string, len(hs))
+		for i, h := range hs {
+			out[i] = strings.ToLower(h)
 		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := lower(c.AllowHeaders), lower(httpapi.CORSAllowHeaders); !slices.Equal(got, want) {
+		t.Errorf("HttpApi AllowHeaders %v; want those of httpapi %v", got, want)
+	}
+	if got, want := lower(c.ExposeHeaders), lower(httpapi.CORSExposeHeaders); !slices.Equal(got, want) {
+		t.Errorf("HttpApi ExposeHeaders %v; want those of httpapi %v", got, want)
 	}
 	if !slices.Contains(c.AllowMethods, "PATCH") {
 		t.Errorf("HttpApi AllowMethods %v lacks PATCH", c.AllowMethods)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -272,6 +273,40 @@ func TestLoginBackoff(t *testing.T) {
 	wantProblem(t, r, http.StatusTooManyRequests, "too-many-attempts")
 	if again, _ := strconv.Atoi(r.Header.Get("Retry-After")); again != 2*secs {
 		t.Fatalf("Retry-After after one more failure %d, want %d", again, 2*secs)
+	}
+}
+
+// Wrong passwords sent in parallel get no more tries than sent one after
+// the other: the check of the block and the count are one step, so exactly
+// the free attempts are answered 401 (their passwords checked) and every
+// other one 429, for an existing and for an unknown account alike.
+func TestLoginBackoffHoldsUnderParallelAttempts(t *testing.T) {
+	t.Parallel()
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	a := newAPI(t, func(c *httpapi.Config) { c.Now = func() time.Time { return clock } })
+	u := a.register(jobboard.RoleCandidate)
+	const parallel = 24
+	for _, email := range []string{u.Email, "nobody@example.com"} {
+		statuses := make(chan int, parallel)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range parallel {
+			wg.Go(func() {
+				<-start
+				statuses <- a.do("POST", "/v1/auth/login", map[string]any{"email": email, "password": "wrong password"}).Status
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(statuses)
+		counts := map[int]int{}
+		for s := range statuses {
+			counts[s]++
+		}
+		if counts[http.StatusUnauthorized] != loginFreeAttempts || counts[http.StatusTooManyRequests] != parallel-loginFreeAttempts {
+			t.Errorf("%s: %d parallel wrong passwords answered %v; want %d × 401 and the rest 429",
+				email, parallel, counts, loginFreeAttempts)
+		}
 	}
 }
 

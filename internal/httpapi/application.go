@@ -140,7 +140,7 @@ func (s *server) changeStatus(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("change status of application %d to %s: %w", id, in.Status, err)
 	}
 	if ev != nil {
-		s.relayEvent(r, *ev)
+		afterCommit(r, func() { s.relayEvent(r, *ev) })
 	}
 	return writeApplication(w, http.StatusOK, app)
 }

@@ -28,7 +28,7 @@ func benchServer(b *testing.B, n int) (http.Handler, *postgres.DB) {
 	ctx := context.Background()
 	db := pgtest.NewDB(b)
 	h := httpapi.NewServer(httpapi.Config{
-		Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db,
+		Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Idempotency: db,
 		Logger:   slog.New(slog.DiscardHandler),
 		TokenKey: testKey, Password: cheapPasswords,
 	})
@@ -43,8 +43,8 @@ func benchServer(b *testing.B, n int) (http.Handler, *postgres.DB) {
 	if err := db.SeedJobs(ctx, c.ID, n); err != nil {
 		b.Fatal(err)
 	}
-	// Fresh statistics, as autovacuum would soon provide.
-	if _, err := db.Pool().Exec(ctx, "ANALYZE jobs"); err != nil {
+	// Fresh statistics and visibility map, as autovacuum would soon provide.
+	if _, err := db.Pool().Exec(ctx, "VACUUM ANALYZE jobs"); err != nil {
 		b.Fatal(err)
 	}
 	return h, db
@@ -208,6 +208,11 @@ func BenchmarkSearchWorstShapes(b *testing.B) {
 		{fmt.Sprintf("%d OR terms", len(orTerms40)), "q=" + url.QueryEscape(strings.Join(orTerms40, " or ")), http.StatusBadRequest},
 		{fmt.Sprintf("%d-word phrase", len(phrase)), "q=" + url.QueryEscape(`"`+strings.Join(phrase, " ")+`"`), http.StatusOK},
 		{"all filters combined", "q=engineer&location=Berlin&remote=true&employment_type=temporary&salary_min=150000", http.StatusOK},
+		{"a word no job has", "q=astronaut", http.StatusOK},
+		{"a contradiction of common words", "q=" + url.QueryEscape("engineer -engineer"), http.StatusOK},
+		{"a phrase of common words in an order no job has", "q=" + url.QueryEscape(`"engineer python backend"`), http.StatusOK},
+		{"a common word", "q=engineer", http.StatusOK},
+		{"a rare word", "q=rust", http.StatusOK},
 	}
 	measure := func(b *testing.B, target string, status int) float64 {
 		serve(b, h, target, status)

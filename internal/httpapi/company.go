@@ -34,12 +34,17 @@ func (s *server) company(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := s.optionalActor(r); err != nil {
+	_, signedIn, err := s.optionalActor(r)
+	if err != nil {
 		return err
 	}
 	c, err := s.companies.Company(r.Context(), id)
 	if err != nil {
 		return fmt.Errorf("company %d: %w", id, err)
 	}
-	return writeJSON(w, http.StatusOK, c)
+	tag, err := companyETag(c)
+	if err != nil {
+		return err
+	}
+	return s.writeCacheable(w, r, signedIn, tag, c)
 }

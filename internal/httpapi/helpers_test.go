@@ -82,7 +82,7 @@ func newAPIOn(t *testing.T, db *postgres.DB, adjust ...func(*httpapi.Config)) *a
 	t.Helper()
 	logs := &logBuffer{}
 	cfg := httpapi.Config{
-		Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db,
+		Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db, Idempotency: db,
 		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TokenKey: testKey,
 		Password: cheapPasswords,

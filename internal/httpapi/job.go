@@ -39,7 +39,7 @@ func (s *server) createJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 // job returns an open job, or a closed one to a member of its company.
-// GET /v1/jobs/{id} → 200 job; 404.
+// GET /v1/jobs/{id} → 200 job with ETag; 304 (If-None-Match); 404.
 func (s *server) job(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
@@ -57,7 +57,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("job %d: %w", id, err)
 	}
-	return writeJSON(w, http.StatusOK, j)
+	return s.writeCacheable(w, r, signedIn, jobETag(j), j)
 }
 
 // searchJobs lists open jobs, newest first, one keyset page at a time.

@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"time"
-
-	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 )
 
 // requestIDHeader carries the request id back to the client.
@@ -38,12 +36,13 @@ func requestIDFrom(ctx context.Context) string {
 	return id
 }
 
-// requestID is API Gateway's request id when the request came through the
-// Lambda proxy, so that our log lines join API Gateway's access logs;
-// otherwise a random one made here.
-func requestID(r *http.Request) string {
-	if gw, ok := core.GetAPIGatewayV2ContextFromContext(r.Context()); ok && gw.RequestID != "" {
-		return gw.RequestID
+// requestID is the id the request arrived with (Config.RequestID), or a
+// random one made here.
+func (s *server) requestIDOf(r *http.Request) string {
+	if s.requestID != nil {
+		if id := s.requestID(r); id != "" {
+			return id
+		}
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
@@ -56,7 +55,7 @@ func requestID(r *http.Request) string {
 func (s *server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		id := requestID(r)
+		id := s.requestIDOf(r)
 		log := s.log.With(slog.String("request_id", id))
 		ctx := context.WithValue(r.Context(), loggerKey, log)
 		ctx = context.WithValue(ctx, requestIDKey, id)

@@ -31,6 +31,8 @@ const (
 	kindUnavailable          = "unavailable"
 	kindQueryTimeout         = "query-timeout"
 	kindTooManyAttempts      = "too-many-attempts"
+	kindIdempotencyKeyInUse  = "idempotency-key-in-use"
+	kindIdempotencyKeyReused = "idempotency-key-reused"
 )
 
 // problem is an RFC 9457 problem details object. Errors (field-level detail)
@@ -99,6 +101,7 @@ var errorKinds = []struct {
 	{jobboard.ErrJobClosed, http.StatusConflict, kindJobClosed, "The job no longer accepts applications."},
 	{jobboard.ErrInvalidTransition, http.StatusConflict, kindInvalidTransition, ""},
 	{jobboard.ErrPreconditionFailed, http.StatusPreconditionFailed, kindPreconditionFailed, "The application has changed since you read it (If-Match is stale)."},
+	{jobboard.ErrIdempotencyKeyInUse, http.StatusConflict, kindIdempotencyKeyInUse, "A request with this Idempotency-Key is still in progress; retry it after a moment to get its answer."},
 }
 
 // problemFor turns any error a handler returns into the problem to answer.

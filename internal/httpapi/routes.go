@@ -1,5 +1,10 @@
 package httpapi
 
+import (
+	"net/http"
+	"strings"
+)
+
 // addRoutes registers every endpoint of the API. It is the one place to read
 // to see what the API offers; openapi.json documents the same set (a test
 // keeps the two in step).
@@ -8,8 +13,8 @@ func (s *server) addRoutes() {
 	s.add("GET /readyz", s.readyz)
 	s.add("GET /v1/openapi.json", serveOpenAPI)
 
-	s.add("POST /v1/auth/register", s.register)
-	s.add("POST /v1/auth/login", s.login)
+	s.addKeyed("POST /v1/auth/register", keysAnonymousSession, s.register)
+	s.addKeyed("POST /v1/auth/login", keysIgnored, s.login)
 	s.add("GET /v1/me", s.me)
 	s.add("GET /v1/me/applications", s.myApplications)
 
@@ -17,7 +22,7 @@ func (s *server) addRoutes() {
 	s.add("GET /v1/companies/{id}", s.company)
 	s.add("POST /v1/companies/{id}/jobs", s.createJob)
 
-	s.add("GET /v1/jobs", s.searchJobs)
+	s.add("GET /v1/jobs", s.conditionalListing(s.searchJobs))
 	s.add("GET /v1/jobs/{id}", s.job)
 	s.add("PATCH /v1/jobs/{id}", s.updateJob)
 	s.add("POST /v1/jobs/{id}/applications", s.apply)
@@ -30,7 +35,16 @@ func (s *server) addRoutes() {
 
 // add registers an apiFunc under a Go 1.22 pattern and remembers the
 // pattern for the test that compares routes with the OpenAPI document.
+// Every POST and PATCH takes an Idempotency-Key (keyed, idempotency.go),
+// scoped to the signed-in user unless addKeyed says otherwise.
 func (s *server) add(pattern string, h apiFunc) {
+	s.addKeyed(pattern, keysPerUser, h)
+}
+
+func (s *server) addKeyed(pattern string, policy keyPolicy, h apiFunc) {
 	s.patterns = append(s.patterns, pattern)
+	if strings.HasPrefix(pattern, http.MethodPost+" ") || strings.HasPrefix(pattern, http.MethodPatch+" ") {
+		h = s.keyed(policy, h)
+	}
 	s.mux.Handle(pattern, s.handle(h))
 }

@@ -32,6 +32,11 @@ type Config struct {
 	Relay jobboard.EventRelay
 	// Logger receives the access log and errors. Nil: logs are discarded.
 	Logger *slog.Logger
+	// RequestID gives the id a request arrived with, such as API Gateway's
+	// (functions/api reads it from the Lambda proxy's context), so that the
+	// log lines join the gateway's access log; "" or a nil RequestID: a
+	// random id is made here.
+	RequestID func(*http.Request) string
 	// TokenKey signs and verifies the HS256 bearer tokens. It should be at
 	// least 32 random bytes. Empty: every token is refused and none is issued
 	// (the server fails closed).
@@ -53,6 +58,16 @@ type Config struct {
 	LoginPolicy jobboard.LoginPolicy
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
+	// Idempotency keeps the answers of writes sent with an Idempotency-Key.
+	// Nil: such writes fail (500) rather than run without the guarantee.
+	Idempotency jobboard.IdempotencyStore
+	// PublicMaxAge and StaleWhileRevalidate make the Cache-Control of
+	// anonymous job searches, jobs and companies. Zero: DefaultPublicMaxAge
+	// and DefaultStaleWhileRevalidate.
+	PublicMaxAge, StaleWhileRevalidate time.Duration
+	// CORSAllowedOrigins lists the origins whose browsers may call the API
+	// (see ParseAllowedOrigins). Empty: no CORS header fields at all.
+	CORSAllowedOrigins []string
 }
 
 // relayTimeout bounds the fast-path publish of a status event. It runs
@@ -72,6 +87,7 @@ type server struct {
 	pinger       Pinger
 	relay        jobboard.EventRelay
 	log          *slog.Logger
+	requestID    func(*http.Request) string
 	tokens       tokenIssuer
 	passwords    passwordHasher
 	logins       jobboard.LoginThrottle
@@ -79,13 +95,17 @@ type server struct {
 	now          func() time.Time
 	mux          *http.ServeMux
 	patterns     []string // registered routes, for tests
+	idempotency  jobboard.IdempotencyStore
+	publicCache  string // Cache-Control of anonymous public reads
+	corsOrigins  []string
 }
 
 // NewServer returns the HTTP handler of the job-board API: every route of
-// routes.go behind the request-id, logging and panic-recovery middleware.
+// routes.go behind the request-id, logging and panic-recovery middleware,
+// CORS, and Cache-Control: no-store unless an answer says otherwise.
 func NewServer(cfg Config) http.Handler {
 	s := newServer(cfg)
-	return s.observe(http.HandlerFunc(s.route))
+	return s.observe(s.cors(noStoreByDefault(http.HandlerFunc(s.route))))
 }
 
 func newServer(cfg Config) *server {
@@ -107,6 +127,12 @@ func newServer(cfg Config) *server {
 	if cfg.LoginPolicy == (jobboard.LoginPolicy{}) {
 		cfg.LoginPolicy = jobboard.DefaultLoginPolicy
 	}
+	if cfg.PublicMaxAge <= 0 {
+		cfg.PublicMaxAge = DefaultPublicMaxAge
+	}
+	if cfg.StaleWhileRevalidate <= 0 {
+		cfg.StaleWhileRevalidate = DefaultStaleWhileRevalidate
+	}
 	s := &server{
 		users:        cfg.Users,
 		companies:    cfg.Companies,
@@ -115,12 +141,16 @@ func newServer(cfg Config) *server {
 		pinger:       cfg.Pinger,
 		relay:        cfg.Relay,
 		log:          cfg.Logger,
+		requestID:    cfg.RequestID,
 		tokens:       tokenIssuer{keys: cfg.TokenKeys, ttl: cfg.TokenTTL, now: cfg.Now},
 		passwords:    newPasswordHasher(cfg.Password),
 		logins:       cfg.Logins,
 		loginPolicy:  cfg.LoginPolicy,
 		now:          cfg.Now,
 		mux:          http.NewServeMux(),
+		idempotency:  cfg.Idempotency,
+		publicCache:  publicCacheControl(cfg.PublicMaxAge, cfg.StaleWhileRevalidate),
+		corsOrigins:  cfg.CORSAllowedOrigins,
 	}
 	s.addRoutes()
 	return s

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/jobboard/jobboard/internal/httpapi"
@@ -74,6 +75,12 @@ func TestResponseValidatorRejectsMismatches(t *testing.T) {
 		{"bad role", "GET", "/v1/me", 200, h, strings.Replace(okUser, "candidate", "admin", 1), false},
 		{"unknown path must be 404", "GET", "/v1/nope", 200, h, `{}`, false},
 		{"unknown path 404 problem", "GET", "/v1/nope", 404, problemHeader, `{"type":"https://jobboard.example/problems/not-found","title":"Not Found","status":404}`, true},
+		{"304 without ETag", "GET", "/v1/jobs/1", 304, http.Header{"X-Request-Id": {"r1"}, "Cache-Control": {"private, no-cache"}, "Vary": {"Authorization"}}, ``, false},
+		{"304 control", "GET", "/v1/jobs/1", 304, http.Header{"X-Request-Id": {"r1"}, "Etag": {`"x1"`}, "Cache-Control": {"private, no-cache"}, "Vary": {"Authorization"}}, ``, true},
+		{"304 where no ETag is given", "GET", "/v1/me", 304, http.Header{"X-Request-Id": {"r1"}, "Etag": {`"x1"`}}, ``, false},
+		{"Idempotent-Replayed not true", "POST", "/v1/companies", 201,
+			http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"r1"}, "Location": {"/v1/companies/1"}, "Idempotent-Replayed": {"yes"}},
+			`{"id":1,"name":"A","description":"","website":"","created_by":1,"created_at":"2026-12-02T10:00:00Z"}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,13 +213,18 @@ func TestUnexpectedErrorsAndPanics(t *testing.T) {
 
 // Every log line of a request carries its request id: the access line,
 // errors, and the relay warning; requests that come through API Gateway use
-// API Gateway's request id.
+// API Gateway's request id, given by Config.RequestID (as functions/api
+// gives it).
 func TestRequestIDInEveryLogLine(t *testing.T) {
 	t.Parallel()
 	relay := &failingRelay{err: errors.New("queue unavailable")}
 	a := newAPI(t, func(c *httpapi.Config) {
 		c.Relay = relay
 		c.Jobs = failingJobsOnly{JobStore: c.Jobs, failID: 999}
+		c.RequestID = func(r *http.Request) string {
+			gw, _ := core.GetAPIGatewayV2ContextFromContext(r.Context())
+			return gw.RequestID
+		}
 	})
 	w := a.world()
 	setupLines := len(a.logs.lines(t))

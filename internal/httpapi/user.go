@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -53,7 +52,10 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	key := loginKey(email)
 	if s.logins != nil {
-		wait, err := s.logins.LoginBlocked(ctx, key, s.now())
+		// Counted as a failure before the password is checked, in the same
+		// step as the check of the block, so that parallel attempts cannot
+		// pass the check together; a success forgets it.
+		wait, err := s.logins.LoginAttempt(ctx, key, s.now(), s.loginPolicy)
 		if err != nil {
 			return fmt.Errorf("login: %w", err)
 		}
@@ -65,7 +67,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, jobboard.ErrNotFound):
 		s.passwords.burn(in.Password)
-		return s.loginFailed(ctx, key)
+		return jobboard.ErrInvalidCredentials
 	case err != nil:
 		return fmt.Errorf("login: %w", err)
 	}
@@ -74,7 +76,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("verify password of user %d: %w", u.ID, err)
 	}
 	if !ok {
-		return s.loginFailed(ctx, key)
+		return jobboard.ErrInvalidCredentials
 	}
 	if s.logins != nil {
 		if err := s.logins.LoginSucceeded(ctx, key); err != nil {
@@ -89,17 +91,6 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) error {
 func loginKey(email string) []byte {
 	sum := sha256.Sum256([]byte(email))
 	return sum[:]
-}
-
-// loginFailed counts a failed login and returns the answer to give:
-// jobboard.ErrInvalidCredentials, or the storage error.
-func (s *server) loginFailed(ctx context.Context, key []byte) error {
-	if s.logins != nil {
-		if err := s.logins.LoginFailed(ctx, key, s.now(), s.loginPolicy); err != nil {
-			return fmt.Errorf("login: %w", err)
-		}
-	}
-	return jobboard.ErrInvalidCredentials
 }
 
 // validateCredentials rejects input that cannot be a login (before any

@@ -8,7 +8,8 @@ import (
 )
 
 // The whole workflow table: every (party, from, to) pair is either allowed or
-// refused with ErrInvalidTransition, and the allowed set is exactly DESIGN.md's.
+// refused with ErrInvalidTransition, and the allowed set is exactly the
+// workflow of the README.
 func TestCheckTransition(t *testing.T) {
 	type move struct {
 		party    jobboard.Party

@@ -47,6 +47,11 @@ func TestImportsPointInward(t *testing.T) {
 			if rel == "internal/jobboard" && strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
 				t.Errorf("internal/jobboard imports %s: the domain takes only the standard library", imp)
 			}
+			// The HTTP API is plain net/http: the Lambda adapter and its
+			// context stay in functions/api.
+			if rel == "internal/httpapi" && strings.Contains(imp, "aws-lambda-go") {
+				t.Errorf("internal/httpapi imports %s: only functions/api may know about Lambda", imp)
+			}
 			if !strings.HasPrefix(imp, module) {
 				continue
 			}

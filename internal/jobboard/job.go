@@ -220,4 +220,9 @@ type JobStore interface {
 	// by its own company also sees closed ones. actor may be nil. Errors:
 	// ErrUnsearchable, ErrTimeout.
 	SearchJobs(ctx context.Context, actor *Actor, f JobFilter) (Page[Job], error)
+	// JobListingVersion returns a number that changes, in the same
+	// transaction, with every change to any job or company membership: a
+	// search page read after the version cannot be older than it. It is
+	// the cheap test behind the entity tags of search pages.
+	JobListingVersion(ctx context.Context) (int64, error)
 }

@@ -36,16 +36,41 @@ func (p LoginPolicy) Delay(n int) time.Duration {
 	return min(d, p.MaxDelay)
 }
 
-// LoginThrottle keeps the count of failed logins per account key (a digest
-// of the normalised email, whether or not an account has it).
+// Delays returns Delay(1), Delay(2), ... up to the first n whose delay is
+// MaxDelay (at most 64 of them): Delay of any larger n is the last one.
+func (p LoginPolicy) Delays() []time.Duration {
+	var ds []time.Duration
+	for n := 1; n <= 64; n++ {
+		d := p.Delay(n)
+		ds = append(ds, d)
+		if d >= p.MaxDelay {
+			break
+		}
+	}
+	return ds
+}
+
+// LoginThrottle keeps the count of login attempts per account key (a
+// digest of the normalised email, whether or not an account has it).
 type LoginThrottle interface {
-	// LoginBlocked returns how long logins with key remain refused at now
-	// (zero: not blocked). It returns only storage errors.
-	LoginBlocked(ctx context.Context, key []byte, now time.Time) (time.Duration, error)
-	// LoginFailed records a failure at now and blocks the key for
-	// p.Delay(consecutive failures). It returns only storage errors.
-	LoginFailed(ctx context.Context, key []byte, now time.Time, p LoginPolicy) error
+	// LoginAttempt counts an attempt to log in with key at now, as a
+	// failure until LoginSucceeded forgets it, and blocks the key for
+	// p.Delay(consecutive attempts) — unless the key is blocked at now:
+	// then it counts nothing and returns how long the block lasts. The
+	// check and the count are one step, so that attempts made at the same
+	// time cannot all pass the check before any of them is counted. It
+	// returns only storage errors.
+	LoginAttempt(ctx context.Context, key []byte, now time.Time, p LoginPolicy) (blocked time.Duration, err error)
 	// LoginSucceeded forgets the key's failures. It returns only storage
 	// errors.
 	LoginSucceeded(ctx context.Context, key []byte) error
+}
+
+// LoginFailureRetention forgets failed logins that no longer count.
+type LoginFailureRetention interface {
+	// DeleteOldLoginFailures deletes the counts of keys whose last failure
+	// is older than olderThan and that are not blocked, at most batch rows
+	// per statement, and returns how many it deleted. Errors: database
+	// errors.
+	DeleteOldLoginFailures(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
 }

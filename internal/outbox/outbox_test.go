@@ -328,6 +328,66 @@ func TestSweeperRetention(t *testing.T) {
 	}
 }
 
+// Failed-login counts whose last failure is older than the login policy's
+// reset period are deleted by the sweep, unless still blocking; the others
+// stay. A failing retention of them fails the sweep, not its other steps.
+func TestSweeperDeletesOldLoginFailures(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	day := jobboard.DefaultLoginPolicy.ResetAfter
+	for _, row := range []struct {
+		key          string
+		lastFailure  time.Duration // ago
+		blockedUntil time.Duration // from now; 0 for NULL
+	}{
+		{"old", day + time.Hour, 0},
+		{"old-block-over", day + time.Hour, -day},
+		{"old-still-blocked", day + time.Hour, time.Hour},
+		{"recent", day - time.Hour, 0},
+	} {
+		var until *time.Time
+		if row.blockedUntil != 0 {
+			u := time.Now().Add(row.blockedUntil)
+			until = &u
+		}
+		if _, err := e.DB.Pool().Exec(ctx, `INSERT INTO login_failures (email_digest, failures, last_failure, blocked_until) VALUES ($1, 7, $2, $3)`,
+			[]byte(row.key), time.Now().Add(-row.lastFailure), until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), LoginFailures: e.DB, DeleteBatch: 1})
+	r, err := s.Sweep(ctx)
+	if err != nil || r.LoginFailuresDeleted != 2 {
+		t.Fatalf("sweep = %+v, %v; want 2 login failure counts deleted", r, err)
+	}
+	var left []string
+	rows, _ := e.DB.Pool().Query(ctx, `SELECT convert_from(email_digest, 'UTF8') FROM login_failures ORDER BY 1`)
+	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || !slices.Equal(left, []string{"old-still-blocked", "recent"}) {
+		t.Fatalf("counts left = %v, %v; want [old-still-blocked recent]", left, err)
+	}
+
+	// Without LoginFailures nothing is deleted; a failing one fails the
+	// sweep after the other steps ran.
+	stale := statusChange(t, e, e.NewApp(t))
+	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, stale.EventID); err != nil {
+		t.Fatal(err)
+	}
+	broken := loginRetention{err: errors.New("injected: login_failures unreachable")}
+	r, err = newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), LoginFailures: broken}).Sweep(ctx)
+	if !errors.Is(err, broken.err) || r.Published != 1 {
+		t.Fatalf("sweep with a failing login retention = %+v, %v; want the event published and the error", r, err)
+	}
+}
+
+// loginRetention is a jobboard.LoginFailureRetention that fails.
+type loginRetention struct{ err error }
+
+func (l loginRetention) DeleteOldLoginFailures(context.Context, time.Duration, int) (int64, error) {
+	return 0, l.err
+}
+
 // With the queue down, the backlog grows and the metrics line says how old
 // its oldest event is, which is what the backlog alarm watches.
 func TestSweeperReportsTheBacklog(t *testing.T) {
@@ -376,5 +436,37 @@ func TestNewSweeperValidates(t *testing.T) {
 	e := workertest.New(t, workertest.Options{})
 	if _, err := outbox.NewSweeper(outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Retention: 14 * 24 * time.Hour}); err == nil {
 		t.Error("NewSweeper with a retention shorter than the minimum succeeded")
+	}
+}
+
+// 12. The answers of idempotency keys are deleted once older than their
+// lifetime (24 hours), whatever the retention; fresher ones are kept.
+func TestSweeperDeletesExpiredIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	for _, key := range []string{"expired-key-00001", "expired-key-00002", "fresh-key-0000001"} {
+		wctx, w := e.DB.BeginIdempotent(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: key, Fingerprint: []byte{1}})
+		if err := w.Commit(wctx, jobboard.StoredResponse{Status: 201, Body: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.DB.Pool().Exec(ctx,
+		`UPDATE idempotency_keys SET created_at = now() - interval '24 hours 1 minute' WHERE key LIKE 'expired-%'`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), IdempotencyKeys: e.DB, DeleteBatch: 1}).Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.IdempotencyKeysDeleted != 2 {
+		t.Fatalf("report = %+v, want 2 idempotency keys deleted", r)
+	}
+	if _, err := e.DB.StoredResponse(ctx, "user:1", "fresh-key-0000001"); err != nil {
+		t.Fatalf("fresh key: %v", err)
+	}
+	var left int
+	if err := e.DB.Pool().QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&left); err != nil || left != 1 {
+		t.Fatalf("keys left = %d, %v; want 1", left, err)
 	}
 }

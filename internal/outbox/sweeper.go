@@ -55,6 +55,13 @@ type SweeperConfig struct {
 	Metrics io.Writer
 	// Now is the clock of the metrics' timestamps. Default: time.Now.
 	Now func() time.Time
+	// IdempotencyKeys, when set, has the stored answers of idempotency keys
+	// older than jobboard.IdempotencyKeyTTL deleted on every sweep.
+	IdempotencyKeys jobboard.IdempotencyKeyRetention
+	// LoginFailures, when set, has the failed-login counts whose last
+	// failure is older than jobboard.DefaultLoginPolicy.ResetAfter deleted
+	// on every sweep: the next failure would start such a count again.
+	LoginFailures jobboard.LoginFailureRetention
 }
 
 // Sweeper publishes the events the relay missed and applies the retention.
@@ -116,6 +123,12 @@ type Report struct {
 	// removed.
 	ProcessedEventsDeleted int64 `json:"processed_events_deleted"`
 	OutboxDeleted          int64 `json:"outbox_deleted"`
+	// IdempotencyKeysDeleted counts the stored answers of expired
+	// idempotency keys that the retention removed.
+	IdempotencyKeysDeleted int64 `json:"idempotency_keys_deleted"`
+	// LoginFailuresDeleted counts the failed-login counts the retention
+	// removed.
+	LoginFailuresDeleted int64 `json:"login_failures_deleted"`
 }
 
 // Sweep publishes the rows left unpublished after the grace period, in
@@ -125,7 +138,8 @@ type Report struct {
 // jobboard.MaxEventAge(Retention) are not published but marked expired,
 // each logged at ERROR: a copy of such an event could outlive its claim.
 // Then it measures the backlog, and deletes claims and published or expired
-// outbox rows older than the retention, in small batches. Each step runs
+// outbox rows older than the retention, and (with LoginFailures) old
+// failed-login counts, in small batches. Each step runs
 // even when an earlier one failed. Errors: any step failed (all of them,
 // joined); the report counts what was done regardless.
 func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
@@ -171,6 +185,24 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("sweep: %w", err))
 	}
+
+	// The answers of idempotency keys live for jobboard.IdempotencyKeyTTL,
+	// and failed-login counts for the login policy's reset period, whatever
+	// the retention.
+	if s.c.IdempotencyKeys != nil {
+		n, err = s.c.IdempotencyKeys.DeleteExpiredIdempotencyKeys(ctx, jobboard.IdempotencyKeyTTL, s.c.DeleteBatch)
+		r.IdempotencyKeysDeleted = n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweep: %w", err))
+		}
+	}
+	if s.c.LoginFailures != nil {
+		n, err = s.c.LoginFailures.DeleteOldLoginFailures(ctx, jobboard.DefaultLoginPolicy.ResetAfter, s.c.DeleteBatch)
+		r.LoginFailuresDeleted = n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweep: %w", err))
+		}
+	}
 	return r, errors.Join(errs...)
 }
 
@@ -196,6 +228,8 @@ func (s *Sweeper) Handle(ctx context.Context, _ events.EventBridgeEvent) (Report
 		slog.Duration("backlog_oldest_age", r.Backlog.OldestAge),
 		slog.Int64("processed_events_deleted", r.ProcessedEventsDeleted),
 		slog.Int64("outbox_deleted", r.OutboxDeleted),
+		slog.Int64("idempotency_keys_deleted", r.IdempotencyKeysDeleted),
+		slog.Int64("login_failures_deleted", r.LoginFailuresDeleted),
 	}
 	if err != nil {
 		s.c.Logger.LogAttrs(ctx, slog.LevelError, "sweep failed", append(attrs, slog.String("error", err.Error()))...)

@@ -63,7 +63,11 @@ func (db *DB) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na j
 	if actor.Role != jobboard.RoleCandidate {
 		return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, jobboard.ErrForbidden)
 	}
-	rows, _ := db.pool.Query(ctx, applySQL, jobID, actor.UserID, na.CoverLetter)
+	q, err := db.writer(ctx)
+	if err != nil {
+		return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, err)
+	}
+	rows, _ := q.Query(ctx, applySQL, jobID, actor.UserID, na.CoverLetter)
 	a, err := pgx.CollectExactlyOneRow(rows, scanApplication)
 	switch {
 	case err == nil:
@@ -74,7 +78,7 @@ func (db *DB) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na j
 		// The job was deleted between the SELECT and the foreign key check.
 		err = jobboard.ErrNotFound
 	case errors.Is(err, pgx.ErrNoRows):
-		err = applyRefused(ctx, db.pool, jobID, actor.UserID)
+		err = applyRefused(ctx, q, jobID, actor.UserID)
 	}
 	return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, timeout(ctx, err))
 }

@@ -18,6 +18,10 @@ import (
 // store interfaces of package jobboard.
 type DB struct {
 	pool *pgxpool.Pool
+	// searchWalk, when not zero, replaces the walk of text searches (see
+	// searchTextJobsSQL), so that tests reach the text index part on a few
+	// jobs.
+	searchWalk int
 }
 
 // Open connects a pool to the database at url. Options adjust the pool
@@ -73,7 +77,17 @@ type querier interface {
 
 // inTx runs fn in a transaction: committed when fn returns nil, rolled back
 // when it returns an error. The commit's own error is returned, never dropped.
+// Inside a keyed write (see idempotency.go) fn runs in that write's
+// transaction instead, which its IdempotentWrite commits or rolls back as a
+// whole; an error of fn then fails the whole write.
 func (db *DB) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if w := db.idempotentWriteIn(ctx); w != nil {
+		tx, err := w.begin(ctx)
+		if err != nil {
+			return err
+		}
+		return fn(tx)
+	}
 	return pgx.BeginFunc(ctx, db.pool, fn)
 }
 

@@ -11,63 +11,59 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
-var _ jobboard.LoginThrottle = (*DB)(nil)
+var (
+	_ jobboard.LoginThrottle         = (*DB)(nil)
+	_ jobboard.LoginFailureRetention = (*DB)(nil)
+)
+
+// loginAttemptSQL counts an attempt unless the key is blocked at $2, in
+// one statement: the upsert holds the row's lock from the check to the
+// count, so attempts at the same moment are counted one after the other and
+// each sees the block the one before it set. A count whose last failure is
+// older than the reset period ($3) starts again at 1. $4 is the policy's
+// delays, Delay(1), Delay(2), ... (see jobboard.LoginPolicy.Delays); the
+// n-th attempt blocks the key until $2 + $4[n], or the last delay beyond
+// the array. It returns a row only when it counted the attempt.
+const loginAttemptSQL = `
+INSERT INTO login_failures AS f (email_digest, failures, last_failure, blocked_until)
+VALUES ($1, 1, $2::timestamptz, $2::timestamptz + ($4::interval[])[1])
+ON CONFLICT (email_digest) DO UPDATE
+SET failures = CASE WHEN f.last_failure < $2::timestamptz - $3::interval THEN 1 ELSE f.failures + 1 END,
+    last_failure = $2::timestamptz,
+    blocked_until = $2::timestamptz + ($4::interval[])[least(
+        CASE WHEN f.last_failure < $2::timestamptz - $3::interval THEN 1 ELSE f.failures + 1 END,
+        cardinality($4::interval[]))]
+WHERE f.blocked_until IS NULL OR f.blocked_until <= $2::timestamptz
+RETURNING failures`
 
 const loginBlockedSQL = `
 SELECT blocked_until FROM login_failures WHERE email_digest = $1`
 
-// LoginBlocked returns how long logins with key stay refused at now; zero
-// when they are not. Errors: database errors.
-func (db *DB) LoginBlocked(ctx context.Context, key []byte, now time.Time) (time.Duration, error) {
+// LoginAttempt counts an attempt with key at now and blocks the key for
+// p.Delay of the consecutive attempts, unless it is blocked at now: then
+// it counts nothing and returns how long the block lasts (at least a
+// microsecond). Errors: database errors.
+func (db *DB) LoginAttempt(ctx context.Context, key []byte, now time.Time, p jobboard.LoginPolicy) (time.Duration, error) {
+	var n int
+	err := db.pool.QueryRow(ctx, loginAttemptSQL, key, now, p.ResetAfter, p.Delays()).Scan(&n)
+	if err == nil {
+		return 0, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("count login attempt: %w", timeout(ctx, err))
+	}
+	// Blocked. The block read here may already be over, or gone after a
+	// success; the attempt was refused all the same.
 	var until *time.Time
-	err := db.pool.QueryRow(ctx, loginBlockedSQL, key).Scan(&until)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return 0, nil
-	case err != nil:
+	err = db.pool.QueryRow(ctx, loginBlockedSQL, key).Scan(&until)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("login blocked: %w", timeout(ctx, err))
-	case until == nil || !until.After(now):
-		return 0, nil
 	}
-	return until.Sub(now), nil
-}
-
-// loginFailedSQL counts one more failure, or starts the count again when
-// the last failure is older than the reset period ($4), and blocks the key
-// until $2 + the policy's delay for the new count. The delay is computed in
-// Go from the count this statement returns, so the doubling lives in one
-// place; the second statement sets it.
-const loginFailedSQL = `
-INSERT INTO login_failures AS f (email_digest, failures, last_failure)
-VALUES ($1, 1, $2)
-ON CONFLICT (email_digest) DO UPDATE
-SET failures = CASE WHEN f.last_failure < $2 - $3::interval THEN 1 ELSE f.failures + 1 END,
-    last_failure = $2
-RETURNING failures`
-
-const loginBlockSQL = `
-UPDATE login_failures SET blocked_until = $2 WHERE email_digest = $1`
-
-// LoginFailed records a failed login with key at now and blocks the key for
-// p.Delay of the consecutive failures. Errors: database errors.
-func (db *DB) LoginFailed(ctx context.Context, key []byte, now time.Time, p jobboard.LoginPolicy) error {
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		var n int
-		if err := tx.QueryRow(ctx, loginFailedSQL, key, now, p.ResetAfter).Scan(&n); err != nil {
-			return err
-		}
-		var until *time.Time
-		if d := p.Delay(n); d > 0 {
-			t := now.Add(d)
-			until = &t
-		}
-		_, err := tx.Exec(ctx, loginBlockSQL, key, until)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("record failed login: %w", timeout(ctx, err))
+	wait := time.Microsecond
+	if until != nil && until.Sub(now) > wait {
+		wait = until.Sub(now)
 	}
-	return nil
+	return wait, nil
 }
 
 const loginSucceededSQL = `DELETE FROM login_failures WHERE email_digest = $1`
@@ -78,4 +74,29 @@ func (db *DB) LoginSucceeded(ctx context.Context, key []byte) error {
 		return fmt.Errorf("clear failed logins: %w", timeout(ctx, err))
 	}
 	return nil
+}
+
+// deleteOldLoginFailuresSQL deletes one batch of counts whose last failure
+// is older than $1 seconds (through login_failures_last_failure_idx) and
+// that block nothing any more. Such a count no longer matters: the next
+// failure would start it again at 1. A count that a new failure updates
+// meanwhile has another ctid and stays.
+const deleteOldLoginFailuresSQL = `
+DELETE FROM login_failures
+WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM login_failures
+	WHERE last_failure < now() - make_interval(secs => $1)
+	  AND (blocked_until IS NULL OR blocked_until < now())
+	LIMIT $2))`
+
+// DeleteOldLoginFailures deletes the counts of keys whose last failure is
+// older than olderThan and that are not blocked, batch rows per statement
+// (each its own transaction), until none is left, and returns how many it
+// deleted. Errors: database errors (with the count so far).
+func (db *DB) DeleteOldLoginFailures(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
+	n, err := db.deleteInBatches(ctx, deleteOldLoginFailuresSQL, olderThan, batch)
+	if err != nil {
+		return n, fmt.Errorf("delete old login failures: %w", err)
+	}
+	return n, nil
 }

@@ -32,7 +32,11 @@ RETURNING ` + userColumns
 // stored lower-cased. Errors: jobboard.ErrEmailTaken when a user with that
 // email (in any case) exists.
 func (db *DB) CreateUser(ctx context.Context, r jobboard.Registration, passwordHash string) (jobboard.User, error) {
-	rows, _ := db.pool.Query(ctx, createUserSQL, r.Email, passwordHash, r.Name, r.Role)
+	q, err := db.writer(ctx)
+	if err != nil {
+		return jobboard.User{}, fmt.Errorf("create user: %w", err)
+	}
+	rows, _ := q.Query(ctx, createUserSQL, r.Email, passwordHash, r.Name, r.Role)
 	u, err := pgx.CollectExactlyOneRow(rows, scanUser)
 	if err != nil {
 		if isUniqueViolation(err, "users_email_key") {

@@ -1,0 +1,161 @@
+package chaos
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// evidence is what the verdict is drawn from, all of it read after the
+// system settled.
+type evidence struct {
+	// Committed maps the event id of every committed status change to its
+	// application (the history table).
+	Committed map[string]int64
+	// Refused are the events the retention probe made too old to send:
+	// they must never be emailed and do not count as lost.
+	Refused map[string]bool
+	// Emails counts the emails per event id (the SES stand-in's store,
+	// by the X-Jobboard-Event-Id header).
+	Emails map[string]int
+	// DLQ holds the event ids of the messages in the dead-letter queue.
+	DLQ map[string]bool
+	// Lines are the workers' record log lines.
+	Lines []recordLine
+	// Disturbed are the worker instances the harness killed or froze.
+	Disturbed map[string]bool
+	// Resets counts, per event id, the SendEmail calls the SES proxy reset
+	// after the stand-in had accepted them.
+	Resets map[string]int
+}
+
+// duplicate is an event emailed more than once, judged against the
+// documented window.
+type duplicate struct {
+	EventID string `json:"event_id"`
+	Emails  int    `json:"emails"`
+	Inside  bool   `json:"inside"`
+	// Kind groups the reasons: "logged ambiguous_send", "claimed by a
+	// killed or frozen worker", "SES reset after acceptance", "outside".
+	Kind   string `json:"kind"`
+	Reason string `json:"reason"`
+}
+
+// verdict is what the evidence shows.
+type verdict struct {
+	// Lost: committed, never emailed, not in the DLQ, not refused.
+	Lost []string
+	// Parked: committed, never emailed, in the DLQ (visible to operators).
+	Parked []string
+	// Duplicates, sorted by event id.
+	Duplicates []duplicate
+	// Phantom: emails whose event id never committed.
+	Phantom []string
+	// RefusedEmailed: refused events that were emailed anyway.
+	RefusedEmailed []string
+}
+
+// Outcomes that put an event inside the documented window: the worker
+// itself says the send may have happened without being recorded.
+var windowOutcomes = map[string]bool{"ambiguous_send": true, "lease_lost": true, "mark_failed": true}
+
+// judge counts lost and duplicate events and classifies each duplicate.
+// An event emailed twice is inside the window when
+//   - a worker logged ambiguous_send, lease_lost or mark_failed for it, or
+//   - a worker instance that the harness killed or froze logged
+//     outcome=claimed for it and nothing later with the same lease_token, or
+//   - the SES proxy reset a SendEmail for it after the stand-in accepted it.
+//
+// Anything else is outside the window.
+func judge(e evidence) verdict {
+	var v verdict
+	for _, id := range sortedKeys(e.Committed) {
+		if e.Refused[id] || e.Emails[id] > 0 {
+			continue
+		}
+		if e.DLQ[id] {
+			v.Parked = append(v.Parked, id)
+		} else {
+			v.Lost = append(v.Lost, id)
+		}
+	}
+	byEvent := map[string][]recordLine{}
+	for _, l := range e.Lines {
+		byEvent[l.EventID] = append(byEvent[l.EventID], l)
+	}
+	for _, id := range sortedKeys(e.Emails) {
+		n := e.Emails[id]
+		switch {
+		case e.Refused[id]:
+			v.RefusedEmailed = append(v.RefusedEmailed, id)
+			continue
+		case func() bool { _, ok := e.Committed[id]; return !ok }():
+			v.Phantom = append(v.Phantom, id)
+			continue
+		case n < 2:
+			continue
+		}
+		d := duplicate{EventID: id, Emails: n}
+		d.Inside, d.Kind, d.Reason = classify(byEvent[id], e.Disturbed, e.Resets[id])
+		v.Duplicates = append(v.Duplicates, d)
+	}
+	return v
+}
+
+// classify says whether a duplicate is inside the window, and why.
+func classify(lines []recordLine, disturbed map[string]bool, resets int) (inside bool, kind, reason string) {
+	for _, l := range lines {
+		if windowOutcomes[l.Outcome] {
+			return true, "logged " + l.Outcome, fmt.Sprintf("%s logged %s", l.Instance, l.Outcome)
+		}
+	}
+	for _, l := range lines {
+		if l.Outcome != "claimed" || !disturbed[l.Instance] {
+			continue
+		}
+		later := slices.ContainsFunc(lines, func(m recordLine) bool {
+			return m.Instance == l.Instance && m.Seq > l.Seq && m.LeaseToken == l.LeaseToken
+		})
+		if !later {
+			return true, "claimed by a killed or frozen worker",
+				fmt.Sprintf("%s claimed it (lease %s) and was killed or frozen before its next line", l.Instance, l.LeaseToken)
+		}
+	}
+	if resets > 0 {
+		return true, "SES reset after acceptance", fmt.Sprintf("the SES proxy reset %d accepted SendEmail call(s) for it", resets)
+	}
+	return false, "outside", summarize(lines)
+}
+
+// summarize lists the outcomes logged for an event, e.g.
+// "sent×2, store_error×1 (after SES accepted it)".
+func summarize(lines []recordLine) string {
+	if len(lines) == 0 {
+		return "no worker line"
+	}
+	count := map[string]int{}
+	sentButNotCommitted := false
+	for _, l := range lines {
+		count[l.Outcome]++
+		if l.Outcome == "store_error" && l.SESID != "" {
+			sentButNotCommitted = true
+		}
+	}
+	var parts []string
+	for _, o := range sortedKeys(count) {
+		parts = append(parts, fmt.Sprintf("%s×%d", o, count[o]))
+	}
+	s := strings.Join(parts, ", ")
+	if sentButNotCommitted {
+		s += " (a store_error after SES accepted the email)"
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := slices.Collect(maps.Keys(m))
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,70 @@
+// Command chaos runs the chaos harness (`make chaos`): the whole job board
+// under injected faults, then a report of lost and duplicated emails (see
+// package chaos). It expects DATABASE_URL to name a PostgreSQL server (the
+// Makefile's with-postgres.sh provides one); the run creates and drops a
+// database of its own there. It exits 1 when the run broke a promise.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jobboard/jobboard/internal/chaos"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+}
+
+// errFailed means the run completed and broke a promise; the report says
+// which.
+var errFailed = errors.New("the run failed; see the report")
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	short := fs.Bool("short", false, "the short configuration (the one `go test` runs) instead of the full one")
+	seed := fs.Int64("seed", 0, "the seed of the fault schedule and the load (0: a random one, printed)")
+	bin := fs.String("bin", "", "a folder with prebuilt api, worker and sweeper binaries (default: build them)")
+	logs := fs.String("logs", "", "where to keep every process's log (default: a temporary folder, kept if the run fails)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	cfg := chaos.Full()
+	if *short {
+		cfg = chaos.Short()
+	}
+	cfg.ServerURL = getenv("DATABASE_URL")
+	if cfg.ServerURL == "" {
+		return errors.New("DATABASE_URL is not set (run through `make chaos`)")
+	}
+	cfg.Seed = *seed
+	for cfg.Seed == 0 {
+		cfg.Seed = rand.Int64()
+	}
+	cfg.BinDir, cfg.LogDir, cfg.Out = *bin, *logs, stdout
+
+	rep, err := chaos.Run(ctx, cfg)
+	if rep != nil {
+		rep.Print(stdout)
+	}
+	switch {
+	case err != nil:
+		return err
+	case !rep.Passed():
+		return errFailed
+	}
+	return nil
+}

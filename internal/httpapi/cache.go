@@ -1,0 +1,202 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+)
+
+// Defaults of Config.PublicMaxAge and Config.StaleWhileRevalidate: short,
+// so that a closed job leaves shared caches within a minute.
+const (
+	DefaultPublicMaxAge         = 30 * time.Second
+	DefaultStaleWhileRevalidate = 30 * time.Second
+)
+
+// Cache-Control values. Every answer is noStore unless a handler says
+// otherwise: only the public reads (job search, job, company) do.
+const (
+	noStore = "no-store"
+	// privateRevalidate is for a signed-in caller's reads of public things:
+	// a member may see closed jobs, so no shared cache may keep them, but
+	// the caller's own cache may, revalidating with the entity tag.
+	privateRevalidate = "private, no-cache"
+)
+
+// noStoreByDefault marks every answer no-store before the handler runs;
+// handlers of cacheable answers replace it.
+func noStoreByDefault(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", noStore)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// publicCacheControl is the Cache-Control of anonymous public reads.
+func publicCacheControl(maxAge, staleWhileRevalidate time.Duration) string {
+	return fmt.Sprintf("public, max-age=%d, stale-while-revalidate=%d",
+		int64(maxAge/time.Second), int64(staleWhileRevalidate/time.Second))
+}
+
+// cacheHeaders sets the validator and caching fields of a public read. The
+// answer depends on Authorization (members see closed jobs; a bad token is
+// a 401), so caches must key on it.
+func (s *server) cacheHeaders(h http.Header, signedIn bool, tag string) {
+	h.Set("ETag", tag)
+	if signedIn {
+		h.Set("Cache-Control", privateRevalidate)
+	} else {
+		h.Set("Cache-Control", s.publicCache)
+	}
+	addVary(h, "Authorization")
+}
+
+// addVary adds field names to Vary, keeping one field line so that every
+// cache reads them all.
+func addVary(h http.Header, names ...string) {
+	all := h.Values("Vary")
+	h.Set("Vary", strings.Join(append(all, names...), ", "))
+}
+
+// writeCacheable answers v (200) with its entity tag and caching fields, or
+// 304 Not Modified without a body when If-None-Match names the tag.
+func (s *server) writeCacheable(w http.ResponseWriter, r *http.Request, signedIn bool, tag string, v any) error {
+	s.cacheHeaders(w.Header(), signedIn, tag)
+	if noneMatch(r.Header, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
+// jobETag is a job's entity tag: its updated_at in microseconds, which every
+// change moves strictly forward (see postgres.UpdateJob).
+func jobETag(j jobboard.Job) string {
+	return `"` + strconv.FormatInt(j.UpdatedAt.UnixMicro(), 36) + `"`
+}
+
+// companyETag is a company's entity tag: a hash of its representation.
+// Companies have no version of their own, and reading one is a single
+// primary-key lookup that the answer needs anyway, so there is no cheaper
+// test to use instead.
+func companyETag(c jobboard.Company) (string, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("entity tag of company %d: %w", c.ID, err)
+	}
+	return digestTag(b), nil
+}
+
+// listingETag is a search page's entity tag: the listing version (which
+// every change to a job or membership bumps), the query, and the caller
+// (a member filtering by their company sees its closed jobs).
+func listingETag(version int64, rawQuery string, actor *jobboard.Actor) string {
+	caller := "anonymous"
+	if actor != nil {
+		caller = strconv.FormatInt(actor.UserID, 10)
+	}
+	return `"` + strconv.FormatInt(version, 36) + "-" + digestTag([]byte(caller + "?" + rawQuery))[1:]
+}
+
+// digestTag is a strong entity tag made of the first 96 bits of b's SHA-256.
+func digestTag(b []byte) string {
+	sum := sha256.Sum256(b)
+	return `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`
+}
+
+// noneMatch reports whether If-None-Match names tag (weak comparison, RFC
+// 9110 §13.1.2) or is "*". A malformed header matches nothing, so the
+// client gets the full answer.
+func noneMatch(h http.Header, tag string) bool {
+	lines := h.Values("If-None-Match")
+	if len(lines) == 0 {
+		return false
+	}
+	want := strings.TrimPrefix(tag, "W/")
+	rest := strings.Join(lines, ",")
+	for {
+		rest = strings.TrimLeft(rest, " \t,")
+		switch {
+		case rest == "":
+			return false
+		case rest[0] == '*':
+			return true
+		}
+		rest = strings.TrimPrefix(rest, "W/")
+		if !strings.HasPrefix(rest, `"`) {
+			return false
+		}
+		end := strings.IndexByte(rest[1:], '"')
+		if end < 0 {
+			return false
+		}
+		if rest[:end+2] == want {
+			return true
+		}
+		rest = rest[end+2:]
+	}
+}
+
+// conditionalListing gives job search pages an entity tag and caching
+// fields, and answers 304 from the listing version alone: one single-row
+// read instead of the search. The version is read before the search runs,
+// so a page is never older than its tag (at worst newer, which costs a
+// spare 200 later, never a stale 304).
+func (s *server) conditionalListing(h apiFunc) apiFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		a, signedIn, err := s.optionalActor(r)
+		if err != nil {
+			return h(w, r) // the handler answers 401
+		}
+		var actor *jobboard.Actor
+		if signedIn {
+			actor = &a
+		}
+		version, err := s.jobs.JobListingVersion(r.Context())
+		if err != nil {
+			return fmt.Errorf("search jobs: %w", err)
+		}
+		tag := listingETag(version, r.URL.RawQuery, actor)
+		if noneMatch(r.Header, tag) {
+			s.cacheHeaders(w.Header(), signedIn, tag)
+			w.WriteHeader(http.StatusNotModified)
+			return nil
+		}
+		return h(&okHeaders{ResponseWriter: w, set: func(h http.Header) { s.cacheHeaders(h, signedIn, tag) }}, r)
+	}
+}
+
+// okHeaders adds header fields to a 200 answer only, so that an error (a
+// bad query parameter) carries no entity tag and is not cached.
+type okHeaders struct {
+	http.ResponseWriter
+	set   func(http.Header)
+	wrote bool
+}
+
+func (o *okHeaders) WriteHeader(status int) {
+	if !o.wrote {
+		o.wrote = true
+		if status == http.StatusOK {
+			o.set(o.Header())
+		}
+	}
+	o.ResponseWriter.WriteHeader(status)
+}
+
+func (o *okHeaders) Write(b []byte) (int, error) {
+	if !o.wrote {
+		o.WriteHeader(http.StatusOK)
+	}
+	return o.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (o *okHeaders) Unwrap() http.ResponseWriter { return o.ResponseWriter }

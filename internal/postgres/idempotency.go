@@ -1,0 +1,196 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+)
+
+var (
+	_ jobboard.IdempotencyStore        = (*DB)(nil)
+	_ jobboard.IdempotencyKeyRetention = (*DB)(nil)
+)
+
+// ttlSeconds is jobboard.IdempotencyKeyTTL as the statements take it.
+var ttlSeconds = jobboard.IdempotencyKeyTTL.Seconds()
+
+const storedResponseSQL = `
+SELECT fingerprint, status, header, body
+FROM idempotency_keys
+WHERE scope = $1 AND key = $2 AND created_at > now() - make_interval(secs => $3)`
+
+// StoredResponse returns the answer stored under scope and key within the
+// key's lifetime. Errors: jobboard.ErrNotFound, database errors.
+func (db *DB) StoredResponse(ctx context.Context, scope, key string) (jobboard.StoredResponse, error) {
+	var a jobboard.StoredResponse
+	err := db.pool.QueryRow(ctx, storedResponseSQL, scope, key, ttlSeconds).
+		Scan(&a.Fingerprint, &a.Status, &a.Header, &a.Body)
+	if err != nil {
+		return jobboard.StoredResponse{}, fmt.Errorf("stored answer of idempotency key: %w", notFound(err))
+	}
+	return a, nil
+}
+
+// idempotentWriteKey is the context key of the keyed write in progress.
+type idempotentWriteKey struct{}
+
+// idempotentWrite is a keyed write: the transaction that the store methods
+// called with its context share, begun lazily by the first of them, and
+// ended by Commit (with the answer) or Rollback. One request's handler uses
+// it from one goroutine.
+type idempotentWrite struct {
+	db   *DB
+	req  jobboard.IdempotentRequest
+	tx   pgx.Tx
+	done bool
+}
+
+// BeginIdempotent returns a context whose store writes join one transaction,
+// and the IdempotentWrite that ends it. Nothing touches the database until
+// the first write (or Commit).
+func (db *DB) BeginIdempotent(ctx context.Context, req jobboard.IdempotentRequest) (context.Context, jobboard.IdempotentWrite) {
+	w := &idempotentWrite{db: db, req: req}
+	return context.WithValue(ctx, idempotentWriteKey{}, w), w
+}
+
+// idempotentWriteIn returns the keyed write of ctx that is still open on
+// this database, or nil.
+func (db *DB) idempotentWriteIn(ctx context.Context) *idempotentWrite {
+	w, _ := ctx.Value(idempotentWriteKey{}).(*idempotentWrite)
+	if w == nil || w.db != db || w.done {
+		return nil
+	}
+	return w
+}
+
+// writer returns where a single write statement goes: the transaction of the
+// keyed write in ctx (begun now if need be), else the pool.
+// Errors: those of begin.
+func (db *DB) writer(ctx context.Context) (querier, error) {
+	if w := db.idempotentWriteIn(ctx); w != nil {
+		return w.begin(ctx)
+	}
+	return db.pool, nil
+}
+
+// idempotencyLockClass is the first half of the two-key advisory locks on
+// idempotency keys; the second is a hash of scope and key. The two-key
+// space does not overlap tern's one-key migration lock.
+const idempotencyLockClass = 10
+
+// claimIdempotencyKeySQL tries, without waiting, the transaction-scoped
+// advisory lock of the key, and tells whether an answer is stored under it.
+// A request that finds the lock taken answers "in progress" (409) rather
+// than queueing behind the first. The primary key remains the guard: two
+// distinct keys whose hashes collide only make one of them wait for a retry.
+const claimIdempotencyKeySQL = `
+SELECT pg_try_advisory_xact_lock($1, hashtext($2 || ' ' || $3)),
+	EXISTS (SELECT 1 FROM idempotency_keys
+		WHERE scope = $2 AND key = $3 AND created_at > now() - make_interval(secs => $4))`
+
+// begin starts the transaction on the first write and claims the key.
+// Errors: jobboard.ErrIdempotencyKeyInUse when another transaction holds the
+// key or an answer has been stored under it meanwhile; database errors.
+func (w *idempotentWrite) begin(ctx context.Context) (pgx.Tx, error) {
+	if w.tx != nil {
+		return w.tx, nil
+	}
+	tx, err := w.db.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin idempotent write: %w", err)
+	}
+	var locked, answered bool
+	err = tx.QueryRow(ctx, claimIdempotencyKeySQL, idempotencyLockClass, w.req.Scope, w.req.Key, ttlSeconds).
+		Scan(&locked, &answered)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("claim idempotency key: %w", err)
+	case !locked || answered:
+		err = fmt.Errorf("claim idempotency key: %w", jobboard.ErrIdempotencyKeyInUse)
+	}
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx)) // the claim's error is the one to report
+		return nil, err
+	}
+	w.tx = tx
+	return tx, nil
+}
+
+// storeAnswerSQL inserts the answer, or replaces one whose key has expired
+// but is not yet swept. A live answer is never replaced: no row comes back.
+const storeAnswerSQL = `
+INSERT INTO idempotency_keys AS k (scope, key, fingerprint, status, header, body)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (scope, key) DO UPDATE
+SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, header = EXCLUDED.header,
+	body = EXCLUDED.body, created_at = EXCLUDED.created_at
+WHERE k.created_at <= now() - make_interval(secs => $7)`
+
+// Commit stores the answer and commits it with the writes. Errors:
+// jobboard.ErrIdempotencyKeyInUse, database errors (the commit's included);
+// on any error nothing is committed.
+func (w *idempotentWrite) Commit(ctx context.Context, a jobboard.StoredResponse) error {
+	if w.done {
+		return errors.New("commit idempotent write: already ended")
+	}
+	tx, err := w.begin(ctx)
+	if err != nil {
+		w.done = true
+		return err
+	}
+	defer w.Rollback(ctx) // after a successful commit, a no-op
+	header := a.Header
+	if header == nil {
+		header = map[string]string{}
+	}
+	tag, err := tx.Exec(ctx, storeAnswerSQL, w.req.Scope, w.req.Key, w.req.Fingerprint, a.Status, header, a.Body, ttlSeconds)
+	if err != nil {
+		return fmt.Errorf("store answer of idempotency key: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store answer of idempotency key: %w", jobboard.ErrIdempotencyKeyInUse)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit idempotent write: %w", err)
+	}
+	w.done = true
+	return nil
+}
+
+// Rollback undoes the writes, if any and not committed.
+func (w *idempotentWrite) Rollback(ctx context.Context) {
+	if w.done {
+		return
+	}
+	w.done = true
+	if w.tx != nil {
+		// A failed rollback leaves nothing committed: the connection is
+		// closed and the server aborts the transaction.
+		_ = w.tx.Rollback(context.WithoutCancel(ctx))
+	}
+}
+
+// deleteExpiredIdempotencyKeysSQL deletes one batch of expired answers,
+// found through idempotency_keys_created_at_idx.
+const deleteExpiredIdempotencyKeysSQL = `
+DELETE FROM idempotency_keys
+WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM idempotency_keys
+	WHERE created_at < now() - make_interval(secs => $1)
+	LIMIT $2))`
+
+// DeleteExpiredIdempotencyKeys deletes answers stored more than olderThan
+// ago, batch rows per statement, and returns how many it deleted.
+// Errors: database errors (with the count so far).
+func (db *DB) DeleteExpiredIdempotencyKeys(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
+	n, err := db.deleteInBatches(ctx, deleteExpiredIdempotencyKeysSQL, olderThan, batch)
+	if err != nil {
+		return n, fmt.Errorf("delete expired idempotency keys: %w", err)
+	}
+	return n, nil
+}
