@@ -28,15 +28,26 @@ ARTIFACTS_DIR ?= build
 LAMBDA_GOFLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
-.PHONY: dev test lint bench fuzz migrate build localaws rie invoke chaos
+.PHONY: dev test lint bench coldstart fuzz migrate build localaws rie invoke poison chaos
 .PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction
 
+# `make dev`, `make invoke` and the emulator tests build the functions for
+# this machine with the same flags (those of the Lambda builds, less the
+# target), so that they share the Go build cache: after the first build only
+# the link is redone.
+DEV_BUILD := CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath
+# Where `make dev` describes the running stack for `make invoke` and `make
+# poison` (its URLs, the functions' environment, the demo accounts).
+DEV_STATE  ?= build/dev/stack.json
+INVOKE_DIR ?= build/invoke
+
 ## dev: the whole system on this machine (see internal/devstack): PostgreSQL,
-## the SQS and SES stand-ins, the API on 127.0.0.1:8080 (or PORT), the worker
-## polling the queue, the sweeper on a timer, and a seeded demo. Ctrl-C stops it.
+## the SQS and SES stand-ins, the API on 127.0.0.1:8080, the worker polling
+## the queue, the sweeper on a timer, and a seeded demo. Ctrl-C stops it.
+## PORT, SQS_PORT, SES_PORT (0: a free port) and DEV_DATABASE move it.
 dev: $(LOCALAWS)
-	$(GO) build -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/dev
-	$(WITH_PG) build/dev/dev -bin build/dev
+	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/dev
+	$(WITH_PG) build/dev/dev -bin build/dev -state $(DEV_STATE)
 
 ## chaos: the email promise under faults (see internal/chaos): the whole
 ## stack on free ports, thousands of status changes while processes die and
@@ -71,6 +82,14 @@ $(GOLANGCI_LINT):
 bench: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
+## coldstart: each function's cold start under aws-lambda-rie next to two
+## hello-world baselines (COLDSTART_ROUNDS rounds, medians and ratios), and
+## the size of each Lambda artifact; see README, Performance.
+COLDSTART_ROUNDS ?= 20
+coldstart: $(LOCALAWS) $(AWS_LAMBDA_RIE)
+	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -count=1 -v -run '^TestBootstrapsFitTheSizeAim$$' \
+		-bench '^BenchmarkColdStart$$' -benchtime $(COLDSTART_ROUNDS)x ./internal/deploy
+
 ## fuzz: every fuzz target (func FuzzX in a _test.go file) for FUZZTIME
 ## each, one after the other, e.g. `make fuzz FUZZTIME=30s`. Their seed
 ## corpora (testdata/fuzz) also run as ordinary tests in `make test`; new
@@ -92,14 +111,25 @@ $(AWS_LAMBDA_RIE):
 	mv $(TOOLS_DIR)/tmp/aws-lambda-rie $@
 
 ## invoke: run one function under aws-lambda-rie with one sample event, against
-## the stack of `make dev` (like `sam local invoke FUNCTION -e EVENT`), e.g.
+## the running `make dev` (like `sam local invoke FUNCTION -e EVENT`), e.g.
 ##   make invoke FUNCTION=WorkerFunction EVENT=events/sqs-status-event.json
+## The event's tokens are the demo accounts'; see internal/cmd/devloop.
+FUNCTION_DIR = $(shell echo '$(FUNCTION)' | sed 's/Function$$//' | tr '[:upper:]' '[:lower:]')
 invoke: $(AWS_LAMBDA_RIE)
-	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) .ci/invoke.sh $(FUNCTION) $(EVENT)
+	@[ -n "$(FUNCTION)" ] && [ -n "$(EVENT)" ] || { echo 'usage: make invoke FUNCTION=WorkerFunction EVENT=events/sqs-status-event.json' >&2; exit 2; }
+	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/cmd/devloop ./functions/$(FUNCTION_DIR)
+	$(INVOKE_DIR)/devloop invoke -state $(DEV_STATE) -rie $(AWS_LAMBDA_RIE) -bootstrap $(INVOKE_DIR)/$(FUNCTION_DIR) $(FUNCTION) $(EVENT)
 
-## migrate: apply the schema migrations to the database at DATABASE_URL.
+## poison: put a message that is not an event on the running `make dev`'s
+## queue and watch it reach the dead-letter queue (seconds; see README).
+poison:
+	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/cmd/devloop
+	$(INVOKE_DIR)/devloop poison -state $(DEV_STATE)
+
+## migrate: apply the schema migrations to the database at DATABASE_URL (or
+## DATABASE_SECRET_ARN's); see internal/cmd/migrate.
 migrate:
-	$(GO) run ./functions/api migrate
+	$(GO) run ./internal/cmd/migrate
 
 ## localaws: install the SQS and SES stand-ins used by tests and `make dev`.
 localaws: $(LOCALAWS)

@@ -1,8 +1,9 @@
 // Command api is the job board's HTTP API. Inside AWS Lambda (when
 // AWS_LAMBDA_RUNTIME_API is set) it serves API Gateway HTTP API events
 // (payload v2) through the aws-lambda-go-api-proxy adapter; elsewhere it
-// applies the migrations and serves plain HTTP on 127.0.0.1:PORT until
-// SIGINT or SIGTERM. `api migrate` applies the migrations and exits.
+// serves plain HTTP on 127.0.0.1:PORT until SIGINT or SIGTERM. It does not
+// migrate the database: `make migrate` (internal/cmd/migrate) does, and
+// `make dev` runs it first.
 //
 // Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required, with
 // the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
@@ -35,19 +36,21 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/internal/awsenv"
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/postgres"
-	"github.com/jobboard/jobboard/internal/postgres/schema"
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
 func main() {
-	if err := run(context.Background(), os.Args, os.Getenv, os.Stdout); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "api:", err)
 		os.Exit(1)
 	}
@@ -210,33 +213,18 @@ func tokenKeys(src *secret.JWTKeySource) httpapi.TokenKeySource {
 // the arguments, environment and output as parameters so that tests can call
 // it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 1 {
+		return fmt.Errorf("unknown command %q: the API takes none (migrations: make migrate)", args[1])
+	}
 	cfg, err := loadConfig(getenv)
 	if err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.logLevel}))
-	if cfg.aws, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
-		return fmt.Errorf("load AWS configuration: %w", err)
-	}
+	cfg.aws = awsenv.Load(getenv)
 	secrets := secret.NewClient(cfg.aws) // used only when a secret comes from Secrets Manager
 	if err := cfg.loadDatabaseURL(ctx, secrets); err != nil {
 		return err
-	}
-
-	command := ""
-	if len(args) > 1 {
-		command = args[1]
-	}
-	switch command {
-	case "migrate":
-		if err := schema.Migrate(ctx, cfg.databaseURL); err != nil {
-			return err
-		}
-		logger.InfoContext(ctx, "migrations applied")
-		return nil
-	case "":
-	default:
-		return fmt.Errorf("unknown command %q (want no command, or migrate)", command)
 	}
 
 	if err := cfg.loadJWTSecret(ctx, secrets, logger); err != nil {
@@ -309,15 +297,9 @@ func runLambda(ctx context.Context, cfg config, logger *slog.Logger) error {
 	return nil
 }
 
-// serveLocal migrates the database and serves HTTP on 127.0.0.1:PORT until
-// ctx ends or the process gets SIGINT or SIGTERM, then drains in-flight
-// requests.
+// serveLocal serves HTTP on 127.0.0.1:PORT until ctx ends (main ends it on
+// SIGINT or SIGTERM), then drains in-flight requests.
 func serveLocal(ctx context.Context, cfg config, logger *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := schema.Migrate(ctx, cfg.databaseURL); err != nil {
-		return err
-	}
 	h, closeDB, err := newHandler(ctx, cfg, logger)
 	if err != nil {
 		return err

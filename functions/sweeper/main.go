@@ -12,8 +12,9 @@
 // 15);
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
 // mode only); SWEEP_GRACE (how long a fresh row is left to the API's relay,
-// default 30s; the chaos harness shortens it). AWS settings come from the SDK's default configuration;
-// AWS_ENDPOINT_URL_SQS points it at a local stand-in.
+// default 30s; the chaos harness shortens it). AWS settings come from the
+// environment (internal/awsenv); AWS_ENDPOINT_URL_SQS points the client at
+// a local stand-in.
 package main
 
 import (
@@ -29,10 +30,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/internal/awsenv"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/outbox"
 	"github.com/jobboard/jobboard/internal/postgres"
@@ -42,7 +43,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Getenv, os.Stdout)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sweeper:", err)
@@ -92,7 +93,10 @@ const defaultSweepInterval = time.Minute
 // run is main without the process: it wires the sweeper and hands it to the
 // Lambda runtime, which does not return, or outside Lambda sweeps on a
 // timer until ctx ends.
-func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 1 {
+		return fmt.Errorf("unknown command %q: the sweeper takes none", args[1])
+	}
 	sw, closeDB, err := setup(ctx, getenv, stdout)
 	if err != nil {
 		return err
@@ -137,10 +141,7 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (s
 		return nil, nil, err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: s.logLevel}))
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load AWS configuration: %w", err)
-	}
+	awsCfg := awsenv.Load(getenv)
 	publisher := queue.NewPublisher(sqs.NewFromConfig(awsCfg), s.queueURL)
 	publisher.Logger = logger
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -63,13 +64,11 @@ func TestSetupBuildsAWorkingSweeper(t *testing.T) {
 	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, ev.EventID); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("AWS_ENDPOINT_URL_SQS", localaws.SQS(t).Endpoint)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-	env := map[string]string{"DATABASE_URL": e.URL, "STATUS_EVENTS_QUEUE_URL": e.QueueURL, "RETENTION_DAYS": "15"}
+	// The AWS settings come through getenv, as everything else (awsenv).
+	env := map[string]string{
+		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AWS_ENDPOINT_URL_SQS": localaws.SQS(t).Endpoint,
+		"DATABASE_URL":         e.URL, "STATUS_EVENTS_QUEUE_URL": e.QueueURL, "RETENTION_DAYS": "15"}
 	var out bytes.Buffer
 	sw, closeDB, err := setup(ctx, func(k string) string { return env[k] }, &out)
 	if err != nil {
@@ -87,5 +86,14 @@ func TestSetupBuildsAWorkingSweeper(t *testing.T) {
 	if !strings.Contains(out.String(), `"msg":"sweep done"`) || !strings.Contains(out.String(), `"published":1`) ||
 		!strings.Contains(out.String(), `"OutboxBacklog":0`) {
 		t.Errorf("stdout lacks the report or the metrics line:\n%s", out.String())
+	}
+}
+
+// Like the other functions, the sweeper takes no command line arguments.
+func TestRunRefusesArguments(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), []string{"sweeper", "migrate"}, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("run with an argument: %v; want an unknown-command error", err)
 	}
 }

@@ -21,8 +21,8 @@
 // LOCAL_INVOCATION_TIMEOUT (local mode only: the deadline of one local
 // invocation, default 30s, the function's Timeout in template.yaml);
 // LOG_LEVEL (debug, info, warn, error; default info). AWS settings come from
-// the SDK's default configuration; AWS_ENDPOINT_URL_SESV2 and
-// AWS_ENDPOINT_URL_SQS point it at local stand-ins.
+// the environment (internal/awsenv); AWS_ENDPOINT_URL_SESV2 and
+// AWS_ENDPOINT_URL_SQS point the clients at local stand-ins.
 package main
 
 import (
@@ -38,11 +38,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/internal/awsenv"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/mail"
 	"github.com/jobboard/jobboard/internal/postgres"
@@ -53,7 +53,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Getenv, os.Stdout)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
@@ -147,7 +147,10 @@ func loadSettings(getenv func(string) string) (settings, error) {
 // run is main without the process: it wires the worker and hands its
 // handler to the Lambda runtime, which does not return, or outside Lambda
 // to a local poller, which returns when ctx ends.
-func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 1 {
+		return fmt.Errorf("unknown command %q: the worker takes none", args[1])
+	}
 	w, err := setup(ctx, getenv, stdout)
 	if err != nil {
 		return err
@@ -178,10 +181,7 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (*
 		return nil, err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: s.logLevel}))
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
-	}
+	awsCfg := awsenv.Load(getenv)
 	sender, err := mail.NewSender(sesv2.NewFromConfig(awsCfg), s.mailFrom)
 	if err != nil {
 		return nil, err

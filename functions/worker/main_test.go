@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"maps"
 	"strings"
 	"testing"
@@ -95,13 +96,11 @@ func TestSetupNeedsADatabase(t *testing.T) {
 func TestSetupBuildsAWorkingHandler(t *testing.T) {
 	e := workertest.New(t, workertest.Options{})
 	app := e.NewApp(t)
-	t.Setenv("AWS_ENDPOINT_URL_SESV2", e.SESEndpoint)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-	env := map[string]string{"DATABASE_URL": e.URL, "MAIL_FROM": workertest.MailFrom, "STATUS_EVENTS_QUEUE_URL": e.QueueURL}
+	// The AWS settings come through getenv, as everything else (awsenv).
+	env := map[string]string{
+		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AWS_ENDPOINT_URL_SESV2": e.SESEndpoint,
+		"DATABASE_URL":           e.URL, "MAIL_FROM": workertest.MailFrom, "STATUS_EVENTS_QUEUE_URL": e.QueueURL}
 	var out bytes.Buffer
 	w, err := setup(context.Background(), func(k string) string { return env[k] }, &out)
 	if err != nil {
@@ -120,5 +119,14 @@ func TestSetupBuildsAWorkingHandler(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"outcome":"sent"`) || !strings.Contains(out.String(), `"_aws"`) {
 		t.Errorf("stdout lacks the record line or the EMF line:\n%s", out.String())
+	}
+}
+
+// Like the other functions, the worker takes no command line arguments.
+func TestRunRefusesArguments(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), []string{"worker", "migrate"}, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("run with an argument: %v; want an unknown-command error", err)
 	}
 }

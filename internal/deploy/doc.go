@@ -25,6 +25,10 @@
 //     events Lambda delivers;
 //   - rie_test.go runs each function's bootstrap under aws-lambda-rie (the
 //     emulator inside `sam local invoke`), with PostgreSQL and the local SQS
-//     and SES stand-ins, invokes it with the samples, follows a status change
-//     from the API through SQS to the worker's email, and logs cold starts.
+//     and SES stand-ins, invokes it with the samples, and follows a status
+//     change from the API through SQS to the worker's email;
+//   - coldstart_test.go holds each function's Lambda artifact to the size
+//     aim, and BenchmarkColdStart (`make coldstart`) measures cold starts
+//     under the emulator against hello-world baselines (testdata/hello,
+//     testdata/hellodb).
 package deploy

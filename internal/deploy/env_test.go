@@ -12,20 +12,27 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobboard/jobboard/internal/awsenv"
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
 // localOnly are the variables a function may read that template.yaml does
 // not set, each with the reason.
 var localOnly = map[string]string{
-	secret.EnvDatabaseURL:      "local runs; on AWS the URL is built from the DATABASE_SECRET_ARN secret",
-	secret.EnvJWTSecret:        "local runs; on AWS the key is the JWT_SECRET_ARN secret",
-	"PORT":                     "the API's local HTTP server",
-	"AWS_LAMBDA_RUNTIME_API":   "set by Lambda; tells a main that it runs inside Lambda",
-	"AWS_LAMBDA_FUNCTION_NAME": "set by Lambda",
-	"AWS_REGION":               "set by Lambda",
-	"AWS_ENDPOINT_URL_SQS":     "local SQS stand-in (the SDK reads it too)",
-	"AWS_ENDPOINT_URL_SESV2":   "local SES stand-in (the SDK reads it too)",
+	secret.EnvDatabaseURL:                 "local runs; on AWS the URL is built from the DATABASE_SECRET_ARN secret",
+	secret.EnvJWTSecret:                   "local runs; on AWS the key is the JWT_SECRET_ARN secret",
+	"PORT":                                "the API's local HTTP server",
+	"AWS_LAMBDA_RUNTIME_API":              "set by Lambda; tells a main that it runs inside Lambda",
+	"AWS_LAMBDA_FUNCTION_NAME":            "set by Lambda",
+	"AWS_REGION":                          "set by Lambda",
+	"AWS_DEFAULT_REGION":                  "set by Lambda",
+	"AWS_ACCESS_KEY_ID":                   "set by Lambda (the execution role's credentials)",
+	"AWS_SECRET_ACCESS_KEY":               "set by Lambda (the execution role's credentials)",
+	"AWS_SESSION_TOKEN":                   "set by Lambda (the execution role's credentials)",
+	"AWS_ENDPOINT_URL":                    "local stand-ins for every service (the SDK reads it too)",
+	"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "standard SDK setting: turns the endpoint variables off",
+	"AWS_ENDPOINT_URL_SQS":                "local SQS stand-in (the SDK reads it too)",
+	"AWS_ENDPOINT_URL_SESV2":              "local SES stand-in (the SDK reads it too)",
 }
 
 // localOnlyFor are local-only variables of one function.
@@ -49,20 +56,25 @@ var templateFirst = map[string]map[string]string{
 	},
 }
 
-// secretReads are the variables that a call into internal/secret reads
-// with the getenv it is given.
-var secretReads = map[string][]string{
-	"Database":        {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert},
-	"NewJWTKeySource": {secret.EnvJWTSecret, secret.EnvJWTSecretARN},
+// packageReads are the variables that a call into one of the project's
+// packages reads with the getenv it is given, by import path and function.
+var packageReads = map[string]map[string][]string{
+	"github.com/jobboard/jobboard/internal/secret": {
+		"Database":        {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert},
+		"NewJWTKeySource": {secret.EnvJWTSecret, secret.EnvJWTSecretARN},
+	},
+	"github.com/jobboard/jobboard/internal/awsenv": {
+		"Load": {awsenv.EnvRegion, awsenv.EnvDefaultRegion, awsenv.EnvAccessKeyID, awsenv.EnvSecretAccessKey,
+			awsenv.EnvSessionToken, awsenv.EnvEndpointURL, awsenv.EnvIgnoreConfiguredEndpointURLs},
+	},
 }
-
-const secretImportPath = "github.com/jobboard/jobboard/internal/secret"
 
 // envReads parses the non-test Go files of the package in dir and returns
 // the names of the environment variables it reads: string constants passed
 // to getenv(...), os.Getenv(...) or os.LookupEnv(...), plus what its calls
-// into internal/secret read. problems lists what it cannot see through: a
-// name that is not a constant, or getenv handed to another package.
+// into internal/secret and internal/awsenv read (packageReads). problems
+// lists what it cannot see through: a name that is not a constant, or getenv
+// handed to another package.
 func envReads(dir string) (reads map[string]bool, problems []string, err error) {
 	fset := token.NewFileSet()
 	matches, err := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -155,8 +167,8 @@ func envReads(dir string) (reads map[string]bool, problems []string, err error) 
 			case pkg == "os" && (fn == "Getenv" || fn == "LookupEnv") && len(call.Args) == 1:
 				name(call.Args[0])
 				return true
-			case pkg == secretImportPath:
-				for _, v := range secretReads[fn] {
+			case packageReads[pkg] != nil:
+				for _, v := range packageReads[pkg][fn] {
 					reads[v] = true
 				}
 				return true

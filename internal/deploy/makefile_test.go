@@ -11,7 +11,7 @@ import (
 
 // makeDryRun returns the commands `make -n args...` would run at the
 // repository root: the Makefile exactly as make reads it, variables expanded.
-func makeDryRun(t *testing.T, args ...string) string {
+func makeDryRun(t testing.TB, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("make", append([]string{"-n", "--no-print-directory", "-C", repoRoot}, args...)...)
 	// Under `make test` the parent's flags (jobserver, -k, ...) would leak in.
@@ -43,7 +43,7 @@ var functionPackage = regexp.MustCompile(`\./functions/([A-Za-z0-9_-]+)`)
 // functionDirs maps each AWS::Serverless::Function of the template to the
 // folder under functions/ that its build-<LogicalId> target compiles. It
 // fails t if a target is missing or builds something else.
-func functionDirs(t *testing.T, tpl *samTemplate) map[string]string {
+func functionDirs(t testing.TB, tpl *samTemplate) map[string]string {
 	t.Helper()
 	dirs := map[string]string{}
 	for _, name := range tpl.functions(t) {
@@ -107,12 +107,12 @@ func TestMakeBuildBuildsEveryFunction(t *testing.T) {
 }
 
 // template.yaml documents `make migrate` as the way to migrate a deployed
-// database; functions/api's tests cover the migrate subcommand itself.
+// database; internal/cmd/migrate's tests cover the command itself.
 func TestMakeMigrateRunsTheMigrateCommand(t *testing.T) {
 	t.Parallel()
 	out := strings.TrimSpace(makeDryRun(t, "migrate"))
-	if !regexp.MustCompile(`(^|\s)run \./functions/api migrate$`).MatchString(out) {
-		t.Errorf("make migrate runs %q; want `go run ./functions/api migrate`", out)
+	if !regexp.MustCompile(`(^|\s)run \./internal/cmd/migrate$`).MatchString(out) {
+		t.Errorf("make migrate runs %q; want `go run ./internal/cmd/migrate`", out)
 	}
 	data, err := os.ReadFile(templatePath)
 	if err != nil {

@@ -36,7 +36,7 @@ import (
 // $AWS_LAMBDA_RIE, then where the Makefile puts it, then on PATH.
 const rieVersion = "v0.0.0-20261030222936-bef5c4ba774d"
 
-func rieBinary(t *testing.T) string {
+func rieBinary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("AWS_LAMBDA_RIE"); p != "" {
 		return p
@@ -58,13 +58,13 @@ func rieBinary(t *testing.T) string {
 }
 
 // buildBootstraps compiles every function of the template for this machine,
-// as the Makefile does for Lambda but for the host's GOARCH, and returns
-// the binary of each function by logical id.
-func buildBootstraps(t *testing.T, tpl *samTemplate) map[string]string {
+// with the flags of the Makefile's Lambda builds but for the host's GOOS and
+// GOARCH, and returns the binary of each function by logical id.
+func buildBootstraps(t testing.TB, tpl *samTemplate) map[string]string {
 	t.Helper()
 	dirs := functionDirs(t, tpl)
 	out := t.TempDir()
-	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-o", out + string(filepath.Separator)}
+	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out + string(filepath.Separator)}
 	for _, dir := range dirs {
 		args = append(args, "./functions/"+dir)
 	}
@@ -82,7 +82,7 @@ func buildBootstraps(t *testing.T, tpl *samTemplate) map[string]string {
 }
 
 // freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -95,7 +95,7 @@ func freeAddr(t *testing.T) string {
 // emulator is one aws-lambda-rie process running one function. It takes
 // one invocation at a time: concurrent invocations crash it.
 type emulator struct {
-	t        *testing.T
+	t        testing.TB
 	name     string
 	invokeAt string
 	cmd      *exec.Cmd
@@ -123,7 +123,7 @@ func (b *syncBuffer) String() string {
 // startEmulator starts rie with bootstrap and env (and nothing else of this
 // process's environment but PATH and HOME), on its own ports. It is stopped
 // when t ends; its output is logged if t failed.
-func startEmulator(t *testing.T, rie, name, bootstrap string, env map[string]string) *emulator {
+func startEmulator(t testing.TB, rie, name, bootstrap string, env map[string]string) *emulator {
 	t.Helper()
 	e := &emulator{t: t, name: name, invokeAt: freeAddr(t), output: &syncBuffer{}, exited: make(chan struct{})}
 	e.cmd = exec.Command(rie,
@@ -198,7 +198,7 @@ func (e *emulator) invoke(payload []byte) []byte {
 // readEvent reads events/NAME with its placeholders replaced: the bearer
 // tokens given, and {{occurred_at}} (the SQS samples' event time) with now,
 // since the worker refuses events older than the claim retention.
-func readEvent(t *testing.T, name string, tokens map[string]string) []byte {
+func readEvent(t testing.TB, name string, tokens map[string]string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(eventsDir, name))
 	if err != nil {
@@ -259,7 +259,7 @@ func apiCall(t *testing.T, api *emulator, payload []byte, wantStatus int) events
 // localEnv is what every function gets here: the local forms of what
 // template.yaml sets (DATABASE_URL and JWT_SECRET instead of the secrets'
 // ARNs) and the stand-ins' endpoints.
-func localEnv(t *testing.T, candidateDomain string) (map[string]string, localaws.TestQueue) {
+func localEnv(t testing.TB, candidateDomain string) (map[string]string, localaws.TestQueue) {
 	t.Helper()
 	q := localaws.NewTestQueue(t, 200, 5)
 	return map[string]string{
@@ -280,14 +280,14 @@ func localEnv(t *testing.T, candidateDomain string) (map[string]string, localaws
 }
 
 // Every function's bootstrap, built once for this machine, under the
-// emulator: the sample events, then cold starts.
+// emulator with the sample events. (Cold starts are measured by
+// BenchmarkColdStart, in coldstart_test.go.)
 func TestFunctionsUnderTheLambdaEmulator(t *testing.T) {
 	t.Parallel()
 	tpl := loadTemplate(t)
 	rie := rieBinary(t)
 	bins := buildBootstraps(t, tpl)
 	t.Run("sample events", func(t *testing.T) { testSampleEvents(t, rie, bins) })
-	t.Run("cold start", func(t *testing.T) { testColdStart(t, tpl, rie, bins) })
 }
 
 // testSampleEvents: each sample event of events/ gets the right answer: the
@@ -500,30 +500,4 @@ func receiveAsLambdaEvent(t *testing.T, q localaws.TestQueue) events.SQSEvent {
 		})
 	}
 	return e
-}
-
-// testColdStart: from starting the emulator to the first answered invocation
-// (process start, runtime init, the function's init, one event), the median
-// of five, per function. Logged for the record; only success is asserted.
-func testColdStart(t *testing.T, tpl *samTemplate, rie string, bins map[string]string) {
-	env, _ := localEnv(t, "cold.example.com")
-	events := map[string]string{
-		"ApiFunction":     "api-list-jobs.json",
-		"WorkerFunction":  "sqs-malformed.json",
-		"SweeperFunction": "sweeper-schedule.json",
-	}
-	for _, name := range tpl.functions(t) {
-		payload := readEvent(t, events[name], nil)
-		var times []time.Duration
-		for range 5 {
-			start := time.Now()
-			e := startEmulator(t, rie, name, bins[name], env)
-			e.invoke(payload)
-			times = append(times, time.Since(start))
-			_ = e.cmd.Process.Kill()
-			<-e.exited
-		}
-		slices.Sort(times)
-		t.Logf("%s cold start: median %v (min %v, max %v)", name, times[2].Round(time.Millisecond), times[0].Round(time.Millisecond), times[4].Round(time.Millisecond))
-	}
 }

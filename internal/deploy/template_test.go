@@ -139,7 +139,7 @@ type alarmProps struct {
 }
 
 // loadTemplate reads template.yaml. It fails t if the file does not parse.
-func loadTemplate(t *testing.T) *samTemplate {
+func loadTemplate(t testing.TB) *samTemplate {
 	t.Helper()
 	data, err := os.ReadFile(templatePath)
 	if err != nil {
@@ -148,7 +148,7 @@ func loadTemplate(t *testing.T) *samTemplate {
 	return parseTemplate(t, data)
 }
 
-func parseTemplate(t *testing.T, data []byte) *samTemplate {
+func parseTemplate(t testing.TB, data []byte) *samTemplate {
 	t.Helper()
 	tpl := &samTemplate{}
 	overrides := map[string]intrinsics.IntrinsicHandler{
@@ -250,7 +250,7 @@ var goformationLacks = []string{"LoggingConfig", "ReservedConcurrentExecutions"}
 // reads (parameters, Globals.Function and the functions) and drops what it
 // would reject: plain CloudFormation resources, whose numeric properties are
 // placeholders here, and the properties in goformationLacks.
-func forGoformation(t *testing.T, processed []byte) []byte {
+func forGoformation(t testing.TB, processed []byte) []byte {
 	t.Helper()
 	var doc struct {
 		Parameters map[string]any `json:"Parameters"`
@@ -322,7 +322,7 @@ func (tpl *samTemplate) resourcesOfType(typ string) []string {
 }
 
 // functions lists the template's AWS::Serverless::Function logical ids.
-func (tpl *samTemplate) functions(t *testing.T) []string {
+func (tpl *samTemplate) functions(t testing.TB) []string {
 	t.Helper()
 	names := tpl.resourcesOfType("AWS::Serverless::Function")
 	if len(names) == 0 {

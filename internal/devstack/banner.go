@@ -3,35 +3,72 @@ package devstack
 import (
 	"fmt"
 	"io"
+	"strings"
 )
 
-// PrintBanner tells a person what runs where and what to try.
+// DefaultStateFile is where `make dev` writes its state, and where `make
+// invoke` and `make poison` look for it (the Makefile's DEV_STATE).
+const DefaultStateFile = "build/dev/stack.json"
+
+// nextStatus is the next step of the employer's workflow, for the banner's
+// example; terminal statuses have none.
+var nextStatus = map[string]string{
+	"submitted": "reviewing",
+	"reviewing": "interview",
+	"interview": "offer",
+	"offer":     "hired",
+}
+
+// PrintBanner tells a person what runs where, what the demo data is now, and
+// what to try next.
 func PrintBanner(w io.Writer, st Stack) {
 	d := st.Demo
-	fmt.Fprintf(w, `
+	var b strings.Builder
+	fmt.Fprintf(&b, `
 jobboard is running.
 
   API           %[1]s   (OpenAPI: %[1]s/v1/openapi.json)
   Emails (SES)  %[2]s/   <- every email the worker sends shows up here
   SQS           %[3]s   queue %[4]s
                 dead letters: %[5]s
+  Database      %[6]s
 
-Demo: employer %[6]s and candidate %[7]s, password %[8]q;
-company %[9]d, job %[10]d, application %[11]d (status: submitted).
-
-Try:
-  curl -s '%[1]s/v1/jobs?q=go+engineer'
-  EMPLOYER=$(curl -s -XPOST %[1]s/v1/auth/login -d '{"email":"%[6]s","password":"%[8]s"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
-  curl -s -XPATCH %[1]s/v1/applications/%[11]d -H "Authorization: Bearer $EMPLOYER" -d '{"status":"reviewing"}'
-  curl -s %[1]s/v1/applications/%[11]d/history -H "Authorization: Bearer $EMPLOYER"
-  then open %[2]s/ to see the candidate's email.
+Demo: employer %[7]s and candidate %[8]s, password %[9]q;
+company %[10]d, job %[11]d (%[12]s), application %[13]d, now %[14]s`,
+		st.APIURL, st.SESEndpoint, st.SQSEndpoint, st.QueueURL, st.DLQURL, st.Database,
+		d.EmployerEmail, d.CandidateEmail, d.Password, d.CompanyID, d.JobID, d.JobTitle, d.ApplicationID, d.Status)
+	if d.Applications > 1 {
+		fmt.Fprintf(&b, " (the candidate has %d applications)", d.Applications)
+	}
+	b.WriteString(".\n\nTry:\n")
+	fmt.Fprintf(&b, "  curl -s '%s/v1/jobs?q=go+engineer'\n", st.APIURL)
+	fmt.Fprintf(&b, "  EMPLOYER=$(curl -s -XPOST %s/v1/auth/login -d '{\"email\":\"%s\",\"password\":\"%s\"}' | sed 's/.*\"token\":\"\\([^\"]*\\)\".*/\\1/')\n",
+		st.APIURL, d.EmployerEmail, d.Password)
+	if next, ok := nextStatus[d.Status]; ok {
+		fmt.Fprintf(&b, "  curl -s -XPATCH %s/v1/applications/%d -H \"Authorization: Bearer $EMPLOYER\" -d '{\"status\":\"%s\"}'\n",
+			st.APIURL, d.ApplicationID, next)
+		fmt.Fprintf(&b, "  curl -s %s/v1/applications/%d/history -H \"Authorization: Bearer $EMPLOYER\"\n", st.APIURL, d.ApplicationID)
+		fmt.Fprintf(&b, "  then open %s/ to see the candidate's email.\n", st.SESEndpoint)
+	} else {
+		fmt.Fprintf(&b, "  curl -s %s/v1/applications/%d/history -H \"Authorization: Bearer $EMPLOYER\"\n", st.APIURL, d.ApplicationID)
+		fmt.Fprintf(&b, "  (application %d is %s, which is final: no status change can email the candidate now;\n"+
+			"  DEV_DATABASE=<a new name> make dev starts over with a fresh demo.)\n", d.ApplicationID, d.Status)
+	}
+	state := ""
+	if st.StateFile != DefaultStateFile {
+		state = " DEV_STATE=" + st.StateFile
+	}
+	fmt.Fprintf(&b, `
+Against this stack, from another terminal:
+  make invoke%[1]s FUNCTION=ApiFunction EVENT=events/api-change-status.json   (any sample in events/)
+  make poison%[1]s   (a malformed message on the queue, watched until it reaches the dead letters)
 
 Status emails go only to verified addresses (the demo accounts are). A new
 account gets a verification email: open %[2]s/, copy the token
 from its link (...verify-email?token=...), and post it:
-  curl -s -XPOST %[1]s/v1/auth/verify-email -d '{"token":"<token>"}'
+  curl -s -XPOST %[3]s/v1/auth/verify-email -d '{"token":"<token>"}'
 
 Ctrl-C stops everything.
-`, st.APIURL, st.SESEndpoint, st.SQSEndpoint, st.QueueURL, st.DLQURL,
-		d.EmployerEmail, d.CandidateEmail, d.Password, d.CompanyID, d.JobID, d.ApplicationID)
+`, state, st.SESEndpoint, st.APIURL)
+	_, _ = io.WriteString(w, b.String())
 }

@@ -8,14 +8,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"time"
 
 	"github.com/jobboard/jobboard/internal/localaws"
 )
 
-// Demo is the seeded data: an employer with a company and an open job, and
-// a candidate who applied to it.
+// Demo is the seeded data, as it is now: an employer with a company and two
+// open jobs, and a candidate who applied to the second. On a fresh database
+// the ids are those the sample events in events/ name: employer user 1,
+// candidate user 2, company 1; job 1 is open and the candidate has not
+// applied to it (events/api-apply.json does), and the application is 1, at
+// version 1 (events/api-change-status.json moves it on with If-Match "1",
+// the SQS samples are about it).
 type Demo struct {
 	EmployerEmail  string
 	CandidateEmail string
@@ -23,8 +29,15 @@ type Demo struct {
 	EmployerToken  string
 	CandidateToken string
 	CompanyID      int64
-	JobID          int64
-	ApplicationID  int64
+	// JobID and ApplicationID are the demo application and its job.
+	JobID         int64
+	JobTitle      string
+	ApplicationID int64
+	// Status is the application's status now: an earlier run of the stack
+	// (or `make invoke`) may have moved it on.
+	Status string
+	// Applications is how many applications the candidate has.
+	Applications int
 }
 
 // The demo accounts. The password is printed in the banner: this is a local
@@ -35,9 +48,10 @@ const (
 	demoPassword  = "demo-password-1"
 )
 
-// seedDemo creates the demo through the public API. On a database that has
-// it already (a second `make dev`), it signs in and finds it again. The
-// demo accounts verify their addresses the way a person would: with the
+// seedDemo creates the demo through the public API, on a database that does
+// not have it yet; on one that does (a second `make dev`), it signs in and
+// reads what is there now. The demo application is the candidate's first.
+// The demo accounts verify their addresses the way a person would: with the
 // link of the verification email the worker sent to the SES stand-in at
 // ses.
 func seedDemo(ctx context.Context, api, ses string) (Demo, error) {
@@ -55,50 +69,110 @@ func seedDemo(ctx context.Context, api, ses string) (Demo, error) {
 			return d, fmt.Errorf("verify %s: %w", a.email, err)
 		}
 	}
-	var mine struct {
-		Items []struct {
-			ID    int64 `json:"id"`
-			JobID int64 `json:"job_id"`
-		} `json:"items"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/v1/me/applications", d.CandidateToken, nil, http.StatusOK, &mine); err != nil {
+	_, count, err := c.firstApplication(ctx, d.CandidateToken)
+	if err != nil {
 		return d, err
 	}
-	if len(mine.Items) > 0 {
-		d.ApplicationID, d.JobID = mine.Items[0].ID, mine.Items[0].JobID
-		var job struct {
-			CompanyID int64 `json:"company_id"`
+	if count == 0 {
+		if err := c.createDemo(ctx, d); err != nil {
+			return d, err
 		}
-		err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", d.JobID), d.EmployerToken, nil, http.StatusOK, &job)
-		d.CompanyID = job.CompanyID
+	}
+	first, count, err := c.firstApplication(ctx, d.CandidateToken)
+	if err != nil {
 		return d, err
 	}
-
-	var company, job, app struct {
-		ID int64 `json:"id"`
+	if count == 0 {
+		return d, errors.New("the demo candidate has no application after seeding")
 	}
+	d.ApplicationID, d.Applications = first, count
+	var app struct {
+		JobID  int64  `json:"job_id"`
+		Status string `json:"status"`
+	}
+	if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/applications/%d", first), d.CandidateToken, nil, http.StatusOK, &app); err != nil {
+		return d, err
+	}
+	var job struct {
+		CompanyID int64  `json:"company_id"`
+		Title     string `json:"title"`
+	}
+	if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", app.JobID), d.EmployerToken, nil, http.StatusOK, &job); err != nil {
+		return d, err
+	}
+	d.JobID, d.Status, d.CompanyID, d.JobTitle = app.JobID, app.Status, job.CompanyID, job.Title
+	return d, nil
+}
+
+// firstApplication returns the id of the candidate's first application (the
+// smallest id) and how many they have.
+func (c client) firstApplication(ctx context.Context, candidateToken string) (id int64, count int, err error) {
+	path := "/v1/me/applications?limit=100"
+	for {
+		var page struct {
+			Items []struct {
+				ID int64 `json:"id"`
+			} `json:"items"`
+			NextCursor string `json:"next_cursor"`
+		}
+		if err := c.do(ctx, http.MethodGet, path, candidateToken, nil, http.StatusOK, &page); err != nil {
+			return 0, 0, err
+		}
+		for _, a := range page.Items {
+			if count == 0 || a.ID < id {
+				id = a.ID
+			}
+			count++
+		}
+		if page.NextCursor == "" {
+			return id, count, nil
+		}
+		path = "/v1/me/applications?limit=100&cursor=" + url.QueryEscape(page.NextCursor)
+	}
+}
+
+// createDemo creates the company, its two jobs and the candidate's
+// application to the second, in the order that gives a fresh database the
+// ids the sample events name (see Demo).
+func (c client) createDemo(ctx context.Context, d Demo) error {
+	var company, openJob, demoJob, app created
 	if err := c.do(ctx, http.MethodPost, "/v1/companies", d.EmployerToken, map[string]any{
 		"name": "Acme Rockets", "description": "We build rockets.", "website": "https://acme.example",
 	}, http.StatusCreated, &company); err != nil {
-		return d, err
+		return err
 	}
-	if err := c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/companies/%d/jobs", company.ID), d.EmployerToken, map[string]any{
-		"title":           "Senior Go Engineer",
-		"description":     "Build serverless Go services on AWS: Lambda, SQS, SES and PostgreSQL.",
-		"location":        "Berlin",
-		"remote":          true,
-		"employment_type": "full_time",
-		"salary":          map[string]any{"min": 80000, "max": 110000, "currency": "EUR"},
-	}, http.StatusCreated, &job); err != nil {
-		return d, err
+	for _, j := range []struct {
+		out  *created
+		body map[string]any
+	}{
+		{&openJob, map[string]any{
+			"title":           "Backend Engineer (Go)",
+			"description":     "Go services on AWS Lambda behind API Gateway, with PostgreSQL.",
+			"location":        "Hamburg",
+			"remote":          true,
+			"employment_type": "full_time",
+		}},
+		{&demoJob, map[string]any{
+			"title":           "Senior Go Engineer",
+			"description":     "Build serverless Go services on AWS: Lambda, SQS, SES and PostgreSQL.",
+			"location":        "Berlin",
+			"remote":          true,
+			"employment_type": "full_time",
+			"salary":          map[string]any{"min": 80000, "max": 110000, "currency": "EUR"},
+		}},
+	} {
+		if err := c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/companies/%d/jobs", company.ID), d.EmployerToken, j.body, http.StatusCreated, j.out); err != nil {
+			return err
+		}
 	}
-	if err := c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/jobs/%d/applications", job.ID), d.CandidateToken, map[string]any{
+	return c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/jobs/%d/applications", demoJob.ID), d.CandidateToken, map[string]any{
 		"cover_letter": "I would love to build this with you.",
-	}, http.StatusCreated, &app); err != nil {
-		return d, err
-	}
-	d.CompanyID, d.JobID, d.ApplicationID = company.ID, job.ID, app.ID
-	return d, nil
+	}, http.StatusCreated, &app)
+}
+
+// created is the part of a created resource that the demo needs.
+type created struct {
+	ID int64 `json:"id"`
 }
 
 // client is a minimal JSON client of the API.

@@ -3,10 +3,17 @@
 // template.yaml declares, and the three function binaries in their local
 // modes (the API serving HTTP, the worker polling the queue the way the
 // Lambda event source mapping does, the sweeper on a timer). It seeds a small
-// demo through the public API and prints what to try.
+// demo through the public API (or, over a database that has it, reads it
+// back as it is) and prints what to try.
 //
 // The binaries are the same programs that run in Lambda: each one serves
 // locally when AWS_LAMBDA_RUNTIME_API is not set.
+//
+// A running stack describes itself in a state file (State); the tools of
+// the local loop work against it: Invocation runs one function under
+// aws-lambda-rie with a sample event (FillEvent) and the stack's
+// environment (`make invoke`), and Poison watches a malformed message reach
+// the dead-letter queue (`make poison`).
 package devstack
 
 import (
@@ -17,12 +24,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobboard/jobboard/internal/localaws"
 	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/postgres/schema"
 )
 
 // Config says where things run. Zero ports pick free ones.
@@ -42,6 +52,10 @@ type Config struct {
 	SweepInterval time.Duration
 	// Out receives the children's logs and the banner.
 	Out io.Writer
+	// StateFile, if set, is where the running stack's State is written
+	// (and removed from when the stack stops), for `make invoke` and `make
+	// poison`.
+	StateFile string
 }
 
 // QueueSettings are the attributes of the status-events queue.
@@ -58,8 +72,38 @@ type Stack struct {
 	SESEndpoint string
 	QueueURL    string
 	DLQURL      string
-	Demo        Demo
+	// Database is the database's name; StateFile where the state is.
+	Database  string
+	StateFile string
+	Demo      Demo
+	// Env is the functions' environment, NAME=value.
+	Env []string
 }
+
+// State is what the stack tells other tools through the state file.
+func (st Stack) State() State {
+	env := make(map[string]string, len(st.Env))
+	for _, kv := range st.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return State{
+		APIURL:         st.APIURL,
+		SQSEndpoint:    st.SQSEndpoint,
+		SESEndpoint:    st.SESEndpoint,
+		QueueURL:       st.QueueURL,
+		DLQURL:         st.DLQURL,
+		Env:            env,
+		EmployerEmail:  st.Demo.EmployerEmail,
+		CandidateEmail: st.Demo.CandidateEmail,
+		Password:       st.Demo.Password,
+		PID:            os.Getpid(),
+	}
+}
+
+// VerifyEmailURL is the page a local verification link opens: a front end
+// developed against the stack.
+const VerifyEmailURL = "http://localhost:3000/verify-email"
 
 // MailFrom is the sender address of the local stack's emails.
 const MailFrom = "jobs@jobboard.localhost"
@@ -74,6 +118,9 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 
 	dbURL, err := postgres.EnsureDatabase(ctx, cfg.ServerURL, cfg.Database)
 	if err != nil {
+		return err
+	}
+	if err := schema.Migrate(ctx, dbURL); err != nil {
 		return err
 	}
 	sqsSrv, err := localaws.StartSQS(ctx, localaws.WithPort(cfg.SQSPort))
@@ -105,12 +152,18 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		SESEndpoint: sesSrv.Endpoint,
 		QueueURL:    queueURL,
 		DLQURL:      dlqURL,
+		Database:    cfg.Database,
+		StateFile:   cfg.StateFile,
 	}
-	env := []string{
+	st.Env = []string{
 		"DATABASE_URL=" + dbURL,
 		"JWT_SECRET=" + randomSecret(),
 		"STATUS_EVENTS_QUEUE_URL=" + queueURL,
 		"MAIL_FROM=" + MailFrom,
+		// The front end a verification link opens; set here too (the
+		// worker's local default is the same) so that `make invoke` runs
+		// the worker in its Lambda mode, where the setting is required.
+		"VERIFY_EMAIL_URL=" + VerifyEmailURL,
 		"LOG_LEVEL=INFO",
 		"AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=local",
@@ -121,22 +174,28 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		"SWEEP_INTERVAL=" + cfg.SweepInterval.String(),
 	}
 
-	// The API migrates the database on start; the others wait for it.
+	// The others wait for the API: the demo is seeded through it.
 	children := newGroup(cfg.Out, cancel)
 	defer children.stop()
-	if err := children.start(ctx, "api", filepath.Join(cfg.BinDir, "api"), env); err != nil {
+	if err := children.start(ctx, "api", filepath.Join(cfg.BinDir, "api"), st.Env); err != nil {
 		return err
 	}
 	if err := waitReady(ctx, st.APIURL+"/readyz"); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
 	for _, name := range []string{"worker", "sweeper"} {
-		if err := children.start(ctx, name, filepath.Join(cfg.BinDir, name), env); err != nil {
+		if err := children.start(ctx, name, filepath.Join(cfg.BinDir, name), st.Env); err != nil {
 			return err
 		}
 	}
 	if st.Demo, err = seedDemo(ctx, st.APIURL, st.SESEndpoint); err != nil {
 		return fmt.Errorf("seed demo: %w", err)
+	}
+	if cfg.StateFile != "" {
+		if err := writeState(cfg.StateFile, st.State()); err != nil {
+			return err
+		}
+		defer os.Remove(cfg.StateFile)
 	}
 	ready(st)
 	<-ctx.Done()

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,29 +23,7 @@ import (
 // reaches the candidate as exactly one email, and stopping the stack leaves
 // nothing running.
 func TestStackEmailsOnceAndStopsCleanly(t *testing.T) {
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./functions/api", "./functions/worker", "./functions/sweeper")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build functions: %v\n%s", err, out)
-	}
-	dbURL := pgtest.NewURL(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue, err := QueueFromTemplate("../../template.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{
-		ServerURL:     dbURL,
-		Database:      strings.TrimPrefix(u.Path, "/"),
-		BinDir:        bin,
-		Queue:         queue,
-		SweepInterval: time.Second,
-		Out:           &testWriter{t: t},
-	}
+	cfg := testConfig(t, buildFunctions(t), pgtest.NewURL(t))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

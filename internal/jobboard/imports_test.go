@@ -23,6 +23,7 @@ var allowedInternal = map[string][]string{
 	"internal/emf":             {},
 	"internal/localaws":        {},
 	"internal/secret":          {},
+	"internal/awsenv":          {},
 	"internal/postgres/schema": {},
 }
 

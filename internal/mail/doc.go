@@ -1,9 +1,9 @@
 // Package mail sends the candidate's status emails through Amazon SES v2.
 //
 // Sender implements jobboard.Mailer. Each email has a plain-text and an HTML
-// part rendered from the embedded templates (templates/*.txt with
-// text/template, templates/*.html with html/template, so names are escaped
-// in HTML), one pair per new status plus a generic fallback. SES errors are
+// part rendered from the embedded templates (templates/*.txt and *.html,
+// plain text with {{.Field}} placeholders; names are escaped in HTML), one
+// pair per new status plus a generic fallback. SES errors are
 // sorted into jobboard.ErrMailThrottled, jobboard.ErrMailRejected and
 // retryable.
 package mail

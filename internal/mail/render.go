@@ -2,16 +2,31 @@ package mail
 
 import (
 	"embed"
+	"errors"
 	"fmt"
-	htmltemplate "html/template"
+	"html"
+	"io/fs"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
-	texttemplate "text/template"
 	"unicode"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
+
+// The templates are plain text with {{.Field}} placeholders and nothing
+// else: no conditions, loops or calls. text/template and html/template
+// would do, but they call methods by name through reflection, and a binary
+// that can do that keeps every exported method of every type it links
+// (the linker cannot tell which are dead): about 4.8 MB of the worker's
+// 17 MB, most of it SDK methods nobody calls. Placeholders need none of
+// that, and keep the templates easy to read and to check.
+//
+// templates/<status>.txt holds the subject on its first line, a blank
+// line, then the message; templates/<status>.html the message as HTML;
+// layout.txt and layout.html wrap a message into the whole body.
 
 //go:embed templates
 var templateFS embed.FS
@@ -20,57 +35,158 @@ var templateFS embed.FS
 // a status that has none of its own.
 const genericTemplate = "status"
 
-// templateSet is the parsed pair for one status.
+// The placeholders a status template may use, and those a layout may use
+// on top of them.
+var (
+	statusFields = []string{"CandidateName", "JobTitle", "CompanyName", "OldStatus", "NewStatus", "ApplicationID"}
+	layoutFields = append([]string{"Subject", "Greeting", "Message"}, statusFields...)
+)
+
+// templateSet is the parsed templates of one status.
 type templateSet struct {
-	text *texttemplate.Template // defines "subject" and "text"
-	html *htmltemplate.Template // defines "html"
+	subject, text, html template
+}
+
+// layouts are the parsed layouts, text and HTML.
+type layouts struct {
+	text, html template
 }
 
 // templates parses every template once, on first use.
 var templates = sync.OnceValues(func() (map[string]templateSet, error) {
-	names := []string{genericTemplate}
-	for _, s := range jobboard.ApplicationStatuses {
-		if _, err := templateFS.Open("templates/" + string(s) + ".txt"); err == nil {
-			names = append(names, string(s))
+	sets := map[string]templateSet{}
+	for _, name := range append([]string{genericTemplate}, statusNames()...) {
+		txt, err := templateFS.ReadFile("templates/" + name + ".txt")
+		if errors.Is(err, fs.ErrNotExist) && name != genericTemplate {
+			continue
 		}
-	}
-	sets := make(map[string]templateSet, len(names))
-	for _, name := range names {
-		text, err := texttemplate.New(name).Option("missingkey=error").
-			ParseFS(templateFS, "templates/layout.txt", "templates/"+name+".txt")
 		if err != nil {
-			return nil, fmt.Errorf("parse text templates %s: %w", name, err)
+			return nil, err
 		}
-		html, err := htmltemplate.New(name).Option("missingkey=error").
-			ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		subject, message, ok := strings.Cut(string(txt), "\n\n")
+		if !ok || strings.Contains(subject, "\n") {
+			return nil, fmt.Errorf("templates/%s.txt: want the subject on the first line, then a blank line, then the message", name)
+		}
+		var set templateSet
+		if set.subject, err = parseTemplate(name+".txt", subject, statusFields, false); err != nil {
+			return nil, err
+		}
+		if set.text, err = parseTemplate(name+".txt", strings.TrimSuffix(message, "\n"), statusFields, false); err != nil {
+			return nil, err
+		}
+		markup, err := templateFS.ReadFile("templates/" + name + ".html")
 		if err != nil {
-			return nil, fmt.Errorf("parse html templates %s: %w", name, err)
+			return nil, err
 		}
-		sets[name] = templateSet{text: text, html: html}
+		if set.html, err = parseTemplate(name+".html", strings.TrimSuffix(string(markup), "\n"), statusFields, true); err != nil {
+			return nil, err
+		}
+		sets[name] = set
 	}
 	return sets, nil
 })
 
-// emailData is what the templates see. Every string is already cleaned of
-// control characters.
-type emailData struct {
-	CandidateName string
-	JobTitle      string
-	CompanyName   string
-	OldStatus     string
-	NewStatus     string
-	ApplicationID int64
-	Subject       string // set after the subject is rendered
+// layout parses the layouts once, on first use.
+var layout = sync.OnceValues(func() (layouts, error) {
+	var l layouts
+	for _, f := range []struct {
+		name string
+		dst  *template
+		html bool
+	}{{"layout.txt", &l.text, false}, {"layout.html", &l.html, true}} {
+		src, err := templateFS.ReadFile("templates/" + f.name)
+		if err != nil {
+			return l, err
+		}
+		if *f.dst, err = parseTemplate(f.name, string(src), layoutFields, f.html); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+})
+
+func statusNames() []string {
+	names := make([]string, len(jobboard.ApplicationStatuses))
+	for i, s := range jobboard.ApplicationStatuses {
+		names[i] = string(s)
+	}
+	return names
+}
+
+// template is a parsed template: literal text and placeholders, in turn.
+type template struct {
+	parts []part
+}
+
+// part is literal text, or (field set) a placeholder.
+type part struct {
+	literal string
+	field   string
+}
+
+// parseTemplate splits src into literal text and {{.Field}} placeholders.
+// Errors: an action that is not a placeholder of one of fields, an
+// unclosed {{, or, in HTML, a placeholder inside a tag (where escaping
+// text would not be enough: names go only into text and the title) unless
+// it is one of attrFields and the whole value of a double-quoted attribute
+// (a link checked before it is rendered, then escaped).
+func parseTemplate(name, src string, fields []string, isHTML bool, attrFields ...string) (template, error) {
+	var t template
+	rest := src
+	for {
+		before, after, found := strings.Cut(rest, "{{")
+		if before != "" {
+			t.parts = append(t.parts, part{literal: before})
+		}
+		if !found {
+			return t, nil
+		}
+		action, tail, closed := strings.Cut(after, "}}")
+		if !closed {
+			return t, fmt.Errorf("templates/%s: {{ without }}", name)
+		}
+		field, isField := strings.CutPrefix(strings.TrimSpace(action), ".")
+		if !isField || !slices.Contains(fields, field) {
+			return t, fmt.Errorf("templates/%s: {{%s}}: want one of the placeholders %v", name, action, fields)
+		}
+		prefix := src[:len(src)-len(rest)+len(before)]
+		wholeAttribute := slices.Contains(attrFields, field) && strings.HasSuffix(prefix, `="`) && strings.HasPrefix(tail, `"`)
+		if isHTML && insideTag(prefix) && !wholeAttribute {
+			return t, fmt.Errorf("templates/%s: {{%s}} is inside a tag; placeholders go in text only", name, action)
+		}
+		t.parts = append(t.parts, part{field: field})
+		rest = tail
+	}
+}
+
+// insideTag reports whether HTML that ends with prefix is inside a tag.
+func insideTag(prefix string) bool {
+	return strings.LastIndexByte(prefix, '<') > strings.LastIndexByte(prefix, '>')
+}
+
+// render writes t with each placeholder replaced by values[field].
+func (t template) render(b *strings.Builder, values map[string]string) {
+	for _, p := range t.parts {
+		if p.field == "" {
+			b.WriteString(p.literal)
+		} else {
+			b.WriteString(values[p.field])
+		}
+	}
 }
 
 // Render returns the subject, plain-text body and HTML body of a status
 // email. Names are cleaned first: control characters (CR and LF included)
 // become spaces and runs of white space collapse, so no header can be forged
 // through a name; the HTML body escapes them. A status without a template of
-// its own gets the generic one. Errors: a template failed to parse or run
-// (a bug in the embedded templates, caught by the tests).
-func Render(e jobboard.StatusEmail) (subject, text, html string, err error) {
+// its own gets the generic one. Errors: a template failed to parse (a bug
+// in the embedded templates, caught by the tests).
+func Render(e jobboard.StatusEmail) (subject, text, htmlBody string, err error) {
 	sets, err := templates()
+	if err != nil {
+		return "", "", "", fmt.Errorf("render email for event %s: %w", e.EventID, err)
+	}
+	lay, err := layout()
 	if err != nil {
 		return "", "", "", fmt.Errorf("render email for event %s: %w", e.EventID, err)
 	}
@@ -78,34 +194,43 @@ func Render(e jobboard.StatusEmail) (subject, text, html string, err error) {
 	if !ok {
 		set = sets[genericTemplate]
 	}
-	data := emailData{
-		CandidateName: cleanLine(e.CandidateName),
-		JobTitle:      cleanLine(e.JobTitle),
-		CompanyName:   cleanLine(e.CompanyName),
-		OldStatus:     cleanLine(string(e.OldStatus)),
-		NewStatus:     cleanLine(string(e.NewStatus)),
-		ApplicationID: e.ApplicationID,
+	values := map[string]string{
+		"CandidateName": cleanLine(e.CandidateName),
+		"JobTitle":      cleanLine(e.JobTitle),
+		"CompanyName":   cleanLine(e.CompanyName),
+		"OldStatus":     cleanLine(string(e.OldStatus)),
+		"NewStatus":     cleanLine(string(e.NewStatus)),
+		"ApplicationID": strconv.FormatInt(e.ApplicationID, 10),
+	}
+	values["Greeting"] = "Hello,"
+	if values["CandidateName"] != "" {
+		values["Greeting"] = "Hello " + values["CandidateName"] + ","
 	}
 	var b strings.Builder
 	b.Grow(1024)
-	if err := set.text.ExecuteTemplate(&b, "subject", data); err != nil {
-		return "", "", "", fmt.Errorf("render subject for event %s: %w", e.EventID, err)
-	}
+	set.subject.render(&b, values)
 	// The templates put the names on one line; clean again in case a
 	// template edit ever adds a line break to the subject.
 	subject = cleanLine(b.String())
-	data.Subject = subject
+	values["Subject"] = subject
 
 	b.Reset()
-	if err := set.text.ExecuteTemplate(&b, "text", data); err != nil {
-		return "", "", "", fmt.Errorf("render text for event %s: %w", e.EventID, err)
-	}
+	set.text.render(&b, values)
+	values["Message"] = b.String()
+	b.Reset()
+	lay.text.render(&b, values)
 	text = b.String()
 
-	b.Reset()
-	if err := set.html.ExecuteTemplate(&b, "html", data); err != nil {
-		return "", "", "", fmt.Errorf("render html for event %s: %w", e.EventID, err)
+	// The same values, escaped for HTML; the message is HTML already.
+	escaped := make(map[string]string, len(values))
+	for k, v := range values {
+		escaped[k] = html.EscapeString(v)
 	}
+	b.Reset()
+	set.html.render(&b, escaped)
+	escaped["Message"] = b.String()
+	b.Reset()
+	lay.html.render(&b, escaped)
 	return subject, text, b.String(), nil
 }
 
@@ -134,34 +259,42 @@ func isSeparator(r rune) bool {
 // user wrote.
 const verificationTemplateName = "verification"
 
-// verificationTemplates parses the verification email's templates once.
-var verificationTemplates = sync.OnceValues(func() (templateSet, error) {
-	text, err := texttemplate.New(verificationTemplateName).Option("missingkey=error").
-		ParseFS(templateFS, "templates/"+verificationTemplateName+".txt")
-	if err != nil {
-		return templateSet{}, fmt.Errorf("parse text templates %s: %w", verificationTemplateName, err)
-	}
-	html, err := htmltemplate.New(verificationTemplateName).Option("missingkey=error").
-		ParseFS(templateFS, "templates/"+verificationTemplateName+".html")
-	if err != nil {
-		return templateSet{}, fmt.Errorf("parse html templates %s: %w", verificationTemplateName, err)
-	}
-	return templateSet{text: text, html: html}, nil
-})
+// verificationFields are the placeholders of the verification templates:
+// the link and how long it works, nothing a user wrote.
+var verificationFields = []string{"Link", "Hours", "Subject"}
 
-// verificationData is what the verification templates see: the link and
-// how long it works, nothing else.
-type verificationData struct {
-	Link    string
-	Hours   int
-	Subject string
-}
+// verificationTemplates parses the verification email's templates once:
+// verification.txt (the subject, a blank line, the message) and
+// verification.html (the whole HTML body; the link may be an href).
+var verificationTemplates = sync.OnceValues(func() (templateSet, error) {
+	var set templateSet
+	txt, err := templateFS.ReadFile("templates/" + verificationTemplateName + ".txt")
+	if err != nil {
+		return set, err
+	}
+	subject, message, ok := strings.Cut(string(txt), "\n\n")
+	if !ok || strings.Contains(subject, "\n") {
+		return set, fmt.Errorf("templates/%s.txt: want the subject on the first line, then a blank line, then the message", verificationTemplateName)
+	}
+	if set.subject, err = parseTemplate(verificationTemplateName+".txt", subject, verificationFields, false); err != nil {
+		return set, err
+	}
+	if set.text, err = parseTemplate(verificationTemplateName+".txt", message, verificationFields, false); err != nil {
+		return set, err
+	}
+	markup, err := templateFS.ReadFile("templates/" + verificationTemplateName + ".html")
+	if err != nil {
+		return set, err
+	}
+	set.html, err = parseTemplate(verificationTemplateName+".html", string(markup), verificationFields, true, "Link")
+	return set, err
+})
 
 // RenderVerification returns the subject, plain-text body and HTML body of
 // the email with the link that verifies an address. The link is the only
 // variable part. Errors: the link is not an absolute http(s) URL on one
-// line; a template failed to parse or run.
-func RenderVerification(e jobboard.VerificationEmail) (subject, text, html string, err error) {
+// line; a template failed to parse.
+func RenderVerification(e jobboard.VerificationEmail) (subject, text, htmlBody string, err error) {
 	if err := checkLink(e.Link); err != nil {
 		return "", "", "", fmt.Errorf("render verification email for event %s: %w", e.EventID, err)
 	}
@@ -169,23 +302,21 @@ func RenderVerification(e jobboard.VerificationEmail) (subject, text, html strin
 	if err != nil {
 		return "", "", "", fmt.Errorf("render verification email for event %s: %w", e.EventID, err)
 	}
-	data := verificationData{Link: e.Link, Hours: int(jobboard.VerificationTokenTTL.Hours())}
+	values := map[string]string{"Link": e.Link, "Hours": strconv.Itoa(int(jobboard.VerificationTokenTTL.Hours()))}
 	var b strings.Builder
 	b.Grow(1024)
-	if err := set.text.ExecuteTemplate(&b, "subject", data); err != nil {
-		return "", "", "", fmt.Errorf("render subject for event %s: %w", e.EventID, err)
-	}
+	set.subject.render(&b, values)
 	subject = cleanLine(b.String())
-	data.Subject = subject
+	values["Subject"] = subject
 	b.Reset()
-	if err := set.text.ExecuteTemplate(&b, "text", data); err != nil {
-		return "", "", "", fmt.Errorf("render text for event %s: %w", e.EventID, err)
-	}
+	set.text.render(&b, values)
 	text = b.String()
-	b.Reset()
-	if err := set.html.ExecuteTemplate(&b, "html", data); err != nil {
-		return "", "", "", fmt.Errorf("render html for event %s: %w", e.EventID, err)
+	escaped := make(map[string]string, len(values))
+	for k, v := range values {
+		escaped[k] = html.EscapeString(v)
 	}
+	b.Reset()
+	set.html.render(&b, escaped)
 	return subject, text, b.String(), nil
 }
 

@@ -12,12 +12,12 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/smithy-go"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/jobboard/jobboard/internal/awsenv"
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
@@ -297,17 +297,16 @@ func TestDatabaseURLClientError(t *testing.T) {
 // NewClient builds one client however often it is called, and that client
 // reaches the endpoint the standard AWS variables name.
 func TestNewClientIsBuiltOnceFromTheEnvironment(t *testing.T) {
+	t.Parallel()
 	fake := &fakeSecretsManager{strings: map[string]string{jwtARN: strings.Repeat("z", 40)}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	t.Setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", srv.URL)
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_REGION", "us-east-1")
-	awsCfg, err := config.LoadDefaultConfig(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	awsCfg := awsenv.Load(env(map[string]string{
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER": srv.URL,
+		"AWS_ACCESS_KEY_ID":                "test",
+		"AWS_SECRET_ACCESS_KEY":            "test",
+		"AWS_REGION":                       "us-east-1",
+	}))
 	newClient := secret.NewClient(awsCfg)
 	a, errA := newClient()
 	b, errB := newClient()

@@ -19,6 +19,8 @@ func TestRunChecksItsSettings(t *testing.T) {
 		{"no database", map[string]string{}, nil, "DATABASE_URL"},
 		{"bad port", map[string]string{"DATABASE_URL": "postgres://x", "PORT": "eighty"}, nil, "PORT"},
 		{"port out of range", map[string]string{"DATABASE_URL": "postgres://x", "PORT": "70000"}, nil, "PORT"},
+		{"bad SQS port", map[string]string{"DATABASE_URL": "postgres://x", "SQS_PORT": "-1"}, nil, "SQS_PORT"},
+		{"bad SES port", map[string]string{"DATABASE_URL": "postgres://x", "SES_PORT": "x"}, nil, "SES_PORT"},
 		{"missing template", map[string]string{"DATABASE_URL": "postgres://x"}, []string{"-template", "testdata/none.yaml"}, "template"},
 		{"unknown flag", map[string]string{}, []string{"-nope"}, "nope"},
 	}

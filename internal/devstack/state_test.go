@@ -1,0 +1,55 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Without a running stack, the tools are told to start one: no state file,
+// or one whose API does not answer (a stack that was killed).
+func TestReadStateWithoutAStack(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := ReadState(context.Background(), filepath.Join(dir, "none.json")); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("no state file: %v; want ErrNotRunning", err)
+	}
+	dead, err := freeAddr(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "stack.json")
+	if err := writeState(path, State{APIURL: "http://" + dead, Env: map[string]string{"JWT_SECRET": "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("state file mode %v (%v); want 0600: it holds the stack's JWT key", fi.Mode(), err)
+	}
+	if _, err := ReadState(context.Background(), path); !errors.Is(err, ErrNotRunning) || !strings.Contains(err.Error(), "does not answer") {
+		t.Errorf("state of a dead stack: %v; want ErrNotRunning, saying the API does not answer", err)
+	}
+	if err := os.WriteFile(path, []byte("not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadState(context.Background(), path); err == nil || errors.Is(err, ErrNotRunning) {
+		t.Errorf("a file that is not a state: %v; want an error saying so", err)
+	}
+}
+
+// FillEvent fills the time without asking the API, and refuses a
+// placeholder it does not know rather than sending it as it is.
+func TestFillEvent(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	got, err := FillEvent(context.Background(), State{}, []byte(`{"occurred_at":"{{occurred_at}}"}`), now)
+	if err != nil || string(got) != `{"occurred_at":"2026-12-02T10:00:00Z"}` {
+		t.Errorf("FillEvent = %s, %v", got, err)
+	}
+	if _, err := FillEvent(context.Background(), State{}, []byte(`{"a":"{{nope}}","b":"{{nope}}","c":"{{what}}"}`), now); err == nil || !strings.Contains(err.Error(), "[nope what]") {
+		t.Errorf("FillEvent with unknown placeholders: %v; want an error naming them once each", err)
+	}
+}
