@@ -60,16 +60,14 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) error {
 	return s.writeCacheable(w, r, signedIn, jobETag(j), j)
 }
 
-// searchJobs lists open jobs, newest first, one keyset page at a time.
+// searchJobs lists open jobs, newest first, one keyset page at a time,
+// with an entity tag made of the listing version the page was read at.
 // GET /v1/jobs?q&location&remote&employment_type&salary_min&company_id&limit&cursor
-// → 200 page of jobs; 400 for a bad parameter or cursor, or a q of only
-// negated words; 503 when the search runs past the statement timeout.
+// → 200 page of jobs; 304 (If-None-Match); 400 for a bad parameter or
+// cursor, or a q of only negated words; 503 when the search runs past the
+// statement timeout.
 func (s *server) searchJobs(w http.ResponseWriter, r *http.Request) error {
 	a, signedIn, err := s.optionalActor(r)
-	if err != nil {
-		return err
-	}
-	f, err := jobFilter(r)
 	if err != nil {
 		return err
 	}
@@ -77,11 +75,19 @@ func (s *server) searchJobs(w http.ResponseWriter, r *http.Request) error {
 	if signedIn {
 		actor = &a
 	}
-	p, err := s.jobs.SearchJobs(r.Context(), actor, f)
+	if done, err := s.listingNotModified(w, r, actor); done || err != nil {
+		return err
+	}
+	f, err := jobFilter(r)
+	if err != nil {
+		return err
+	}
+	listing, err := s.jobs.SearchJobs(r.Context(), actor, f)
 	if err != nil {
 		return fmt.Errorf("search jobs: %w", err)
 	}
-	return writeJSON(w, http.StatusOK, newPage(p))
+	s.cacheHeaders(w.Header(), signedIn, listingETag(listing.Version, r.URL.RawQuery, actor))
+	return writeJSON(w, http.StatusOK, newPage(listing.Page))
 }
 
 // jobFilter reads the query parameters of a job search. Errors:

@@ -24,7 +24,7 @@ func (s *server) addRoutes() {
 	s.add("GET /v1/companies/{id}", s.company)
 	s.add("POST /v1/companies/{id}/jobs", s.createJob)
 
-	s.add("GET /v1/jobs", s.conditionalListing(s.searchJobs))
+	s.add("GET /v1/jobs", s.searchJobs)
 	s.add("GET /v1/jobs/{id}", s.job)
 	s.add("PATCH /v1/jobs/{id}", s.updateJob)
 	s.add("POST /v1/jobs/{id}/applications", s.apply)

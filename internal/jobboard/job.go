@@ -205,6 +205,13 @@ type Page[T any] struct {
 	NextAfter int64
 }
 
+// JobListing is a page of a job search and the job listing version (see
+// JobStore.JobListingVersion) of the snapshot it was read in.
+type JobListing struct {
+	Page[Job]
+	Version int64
+}
+
 // JobStore keeps jobs.
 type JobStore interface {
 	// CreateJob stores a job of the company. Errors: ErrNotFound when the
@@ -217,9 +224,10 @@ type JobStore interface {
 	// of. Errors: ErrNotFound, *ValidationError.
 	UpdateJob(ctx context.Context, actor Actor, id int64, p JobPatch) (Job, error)
 	// SearchJobs returns open jobs matching f, newest first; a member filtering
-	// by its own company also sees closed ones. actor may be nil. Errors:
-	// ErrUnsearchable, ErrTimeout.
-	SearchJobs(ctx context.Context, actor *Actor, f JobFilter) (Page[Job], error)
+	// by its own company also sees closed ones. actor may be nil. The page
+	// comes with the listing version it was read at, so that its entity tag
+	// costs no read of its own. Errors: ErrUnsearchable, ErrTimeout.
+	SearchJobs(ctx context.Context, actor *Actor, f JobFilter) (JobListing, error)
 	// JobListingVersion returns a number that changes, in the same
 	// transaction, with every change to any job or company membership: a
 	// search page read after the version cannot be older than it. It is

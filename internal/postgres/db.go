@@ -18,10 +18,13 @@ import (
 // store interfaces of package jobboard.
 type DB struct {
 	pool *pgxpool.Pool
-	// searchWalk, when not zero, replaces the walk of text searches (see
-	// searchTextJobsSQL), so that tests reach the text index part on a few
-	// jobs.
+	// searchWalk, when not zero, replaces the stretch that text searches
+	// check one by one (see searchStretch), so that tests reach the text
+	// index part on a few jobs.
 	searchWalk int
+	// searchTrace, when set, is told every statement SearchJobs runs, so
+	// that tests can explain them.
+	searchTrace func(sql string, args []any)
 }
 
 // Open connects a pool to the database at url. Options adjust the pool

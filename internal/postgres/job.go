@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
@@ -150,12 +151,6 @@ func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p j
 // jobs_open_facets_idx for locations, jobs_open_salary_idx for a salary no
 // job reaches, jobs_search_idx for text.
 const (
-	searchJobsSQL = `
-SELECT ` + jobColumns + `
-FROM jobs j
-WHERE %s
-ORDER BY j.id DESC
-LIMIT $%d`
 	searchOpen = `j.status = 'open'`
 	// searchCompany keeps one company's jobs: open ones, and closed ones too
 	// when the actor is a member (an uncorrelated EXISTS, evaluated once).
@@ -167,8 +162,13 @@ LIMIT $%d`
 	// where the query alone would be checked against every open job.
 	searchQuery = `j.search @@ websearch_to_tsquery('english', $%[1]d)
   AND querytree(websearch_to_tsquery('english', $%[1]d)) <> 'T'`
+	// searchQueryChecked is searchQuery as a check of each job read, which
+	// no index can answer (IS TRUE is not an indexable form): see
+	// searchWindowSQL.
+	searchQueryChecked = `(j.search @@ websearch_to_tsquery('english', $%[1]d)
+  AND querytree(websearch_to_tsquery('english', $%[1]d)) <> 'T') IS TRUE`
 	// searchQueryUnseen is searchQuery with the query hidden from the
-	// planner (see searchTextJobsSQL).
+	// planner (see searchIndexSQL).
 	searchQueryUnseen = `j.search @@ (SELECT websearch_to_tsquery('english', $%[1]d))
   AND querytree(websearch_to_tsquery('english', $%[1]d)) <> 'T'`
 	// searchLocation is an exact match on the normalised location, which
@@ -179,88 +179,166 @@ LIMIT $%d`
 	searchEmploymentType = `j.employment_type = $%[1]d`
 	searchSalaryMin      = `j.salary_max >= $%[1]d`
 	searchAfter          = `j.id < $%[1]d`
+	// searchAfterChecked is the cursor as a check of each job read rather
+	// than an index condition: jobs_search_idx holds the id too (btree_gin),
+	// and the planner, which underrates that part of a GIN index, would
+	// otherwise read there every id below the cursor, one index entry at a
+	// time (28 ms for 3,000 ids under load, where the matches alone take
+	// 1 ms).
+	searchAfterChecked = `j.id + 0 < $%[1]d`
 )
 
-// A text search runs searchWalkSQL, and searchIndexSQL only when that does
-// not fill the page, so that no plan reads every open job one by one. The
-// planner alone walks jobs_open_id_idx newest first, checking each job,
-// whenever it expects the words to be common enough to fill a page soon;
-// but it cannot know how common a word is that its statistics do not list.
-// It guesses 0.5 %, so for a word no job has, or 36 of them joined by "or"
-// (a guessed 16 %), it walks and checks every open job (90 ms and 480 ms
-// at 100,000 jobs).
+// Every search is one statement, searchPageSQL, and a text search that did
+// not fill its page sometimes a second, searchIndexSQL.
 //
-// searchWalkSQL walks only the newest jobs that meet the other conditions
-// (%[1]s), at most $%[3]d of them, checking the text condition (%[2]s):
-// the walk is a subquery with its own LIMIT, which no condition is pushed
-// into, so it stops there whatever the words. It fills the page for the
-// common words (one job in 48 or more fills a page of 20 from 1,008 jobs),
-// with the walk the planner would have chosen.
-//
-// searchIndexSQL answers the whole search again through the indexes, but
-// only if more jobs than the walk's meet the other conditions (else the
-// walk has seen them all, and its answer is complete): the words have just
-// proved rare among those jobs, so the text index is the one to ask. Its
-// text condition (%[2]s here) hides the query from the planner in a
-// subquery, so that it assumes the 0.5 % it assumes for any query it cannot
-// see, rather than its own guess for these words, with which it could
-// prefer to read every open job through another index. ORDER BY j.id + 0
-// cannot be had from jobs_open_id_idx, so no walk is left to choose: only
-// the matches are read, and sorted. It answers alone, so the two
-// statements need not see the same jobs.
-const (
-	searchWalkSQL = `
-SELECT ` + jobColumns + `
-FROM (SELECT * FROM jobs j WHERE %[1]s ORDER BY j.id DESC LIMIT $%[3]d) j
-WHERE %[2]s
-ORDER BY j.id DESC
-LIMIT $%[4]d`
-	searchIndexSQL = `
+// searchPageSQL answers the page (%[4]s, one of the statements below) and,
+// beside it in the same snapshot, the job listing version (the search's
+// entity tag is made from it, so it costs no round trip of its own),
+// whether the query can be searched at all (%[1]s; only when the page is
+// empty does it matter), whether the page is certainly complete (%[2]s)
+// and below which id a second statement must look (%[3]s). An empty page
+// is one row of NULLs beside those columns. %[5]s is a WITH clause and
+// %[6]s a row joined beside the version (searchWindowLowestSQL), for the
+// statements below that need them.
+const searchPageSQL = `%[5]s
+SELECT v.version, %[1]s AS searchable, %[2]s AS complete, %[3]s::bigint AS below, ` + jobColumns + `
+FROM job_listing_version v%[6]s
+LEFT JOIN LATERAL (%[4]s) j ON true
+ORDER BY j.id DESC`
+
+// searchListingSQL is the page of a search without text: the planner's own
+// plan, which every filter's index keeps bounded.
+const searchListingSQL = `
 SELECT ` + jobColumns + `
 FROM jobs j
+WHERE %s
+ORDER BY j.id DESC
+LIMIT $%d`
+
+// A text search cannot leave the plan to PostgreSQL alone. The planner
+// walks jobs_open_id_idx newest first, checking each job, whenever it
+// expects the words to fill a page soon; but it cannot know how common a
+// word is that its statistics do not list (it guesses 0.5 %), nor how
+// rare a phrase or a negation makes common words. For a word no job has,
+// 36 unknown words joined by "or", or "engineer -engineer" it walks and
+// checks every open job (50 ms, 480 ms and 90 ms at 100,000 jobs). The
+// two ways to answer cost in opposite directions: a walk costs the jobs it
+// reads until the page is full (page size / density), the text index costs
+// every match of the words (density × jobs) and a sort. So a text search
+// first walks a bounded stretch of the newest jobs, which is the right plan
+// for every word common enough to fill the page there, and what it finds
+// there is the cheap fact that decides the rest: a page still short after
+// the stretch means the words are rare, so the text index, which reads only
+// their matches, answers the rest (searchIndexSQL).
+//
+// Without other filters, the stretch is the newest ids (searchWindowSQL):
+// the planner's own walk of jobs_open_id_idx, with the text checked inside
+// the scan (the fastest walk: 0.45 µs a job), that stops at the window's
+// lowest id (%[2]s, below the cursor or the newest id). The text condition
+// is in a form no index answers (searchQueryChecked), so that the window's
+// id range cannot be read in jobs_search_idx instead (see
+// searchAfterChecked). A window of 150 ids per row of the page fills it for
+// any word in 1 % of the jobs or more, in one statement, as PostgreSQL's
+// own walk did.
+//
+// With filters, their index decides which jobs come next, so the stretch
+// is a number of the newest jobs that meet them (searchWalkSQL): a WITH
+// query with its own LIMIT, which no condition is pushed into, so the walk
+// stops there whatever the words. Such a stretch is often all the jobs
+// that meet the filters (a location no job has, all filters combined):
+// searchWalkCompleteSQL counts them, so that such a page is known to be
+// complete without a second statement.
+const (
+	searchWindowSQL = `
+SELECT ` + jobColumns + `
+FROM jobs j
+WHERE %[1]s AND j.id >= %[2]s
+ORDER BY j.id DESC
+LIMIT $%[3]d`
+	// searchWalkSQL is the stretch (a WITH clause, so that it is read once)
+	// and the page from it; searchWalkCompleteSQL tells whether fewer jobs
+	// than the stretch meet the filters, so that the walk read them all.
+	searchWalkSQL = `
+WITH walk AS MATERIALIZED (SELECT * FROM jobs j WHERE %[1]s ORDER BY j.id DESC LIMIT $%[2]d)`
+	searchWalkPageSQL = `
+SELECT ` + jobColumns + `
+FROM walk j
 WHERE %[1]s
-  AND %[2]s
-  AND EXISTS (SELECT FROM jobs j WHERE %[1]s ORDER BY j.id DESC OFFSET $%[3]d LIMIT 1)
-ORDER BY j.id + 0 DESC
-LIMIT $%[4]d`
+ORDER BY j.id DESC
+LIMIT $%[2]d`
+	searchWalkCompleteSQL = `(SELECT count(*) < $%d FROM walk)`
+	// searchSearchableSQL tells whether the text index can answer the
+	// query at all.
+	searchSearchableSQL = `querytree(websearch_to_tsquery('english', $%d)) <> 'T'`
+	// searchWindowLowestSQL is the window's lowest id (its top %s, less
+	// the window), as the one row w; 1 or less: the window holds every id.
+	// OFFSET 0 keeps it a row of its own, computed once, rather than an
+	// expression copied into every place that names it.
+	searchWindowLowestSQL = `
+CROSS JOIN (SELECT %s - $%d::bigint AS lowest OFFSET 0) w`
+	// searchNewestSQL is the newest id, the top of the first page's window.
+	searchNewestSQL = `(SELECT coalesce(max(id), 0) + 1 FROM jobs)`
 )
 
-// searchWalkPerPageRow is how many of the newest jobs a text search checks
-// one by one per row it wants, before it asks the text index: a query that
-// matches at least one job in 48 fills its page from them.
-const searchWalkPerPageRow = 48
+// searchIndexSQL answers the rest of a text search through the text
+// index: the jobs below %[2]s (the stretch already walked) that meet the
+// filters and the words (%[1]s). The stretch has just shown the words to
+// be rare among the jobs that meet the filters, and more such jobs to
+// exist than it read, so the text index, which reads only the matches of
+// the words, is the plan. The statement leaves the planner no other: the
+// filters are checks of the rows read (IS TRUE), which no index answers
+// (their indexes would read every job that meets them: the planner has no
+// statistics for lower(location), whose index is partial, and takes any
+// location for 0.5 % of the jobs); the cursor and the bound are checks too
+// (see searchAfterChecked); ORDER BY j.id + 0 cannot be had from
+// jobs_open_id_idx, so no walk is left to choose; and the text condition
+// hides the query from the planner in a subquery, so that it assumes the
+// 0.5 % it assumes for any query it cannot see, rather than its own guess
+// for these words, with which it could prefer to read every open job. A
+// company's search keeps its company condition as is: the text index holds
+// open jobs only, and jobs_company_idx reads only the company's jobs.
+const searchIndexSQL = `
+SELECT ` + jobColumns + `
+FROM jobs j
+WHERE %[1]s%[2]s
+ORDER BY j.id + 0 DESC
+LIMIT $%[3]d`
 
-// searchWalk returns how many of the newest jobs a text search for query
-// checks one by one when it wants rows rows. Checking a job against a query
-// costs about one lexeme lookup per word (36 words joined by "or" cost 3.5
-// µs a job, one word 0.2 µs), so beyond two words the walk shrinks in
-// proportion, keeping its cost that of a two-word walk; it never goes below
-// two pages.
-func searchWalk(query string, rows int) int {
+// Stretches of the newest jobs that a text search checks one by one before
+// it asks the text index, per row of the page: searchWindowPerRow ids when
+// no filter is given (one word in 150 fills the page there), and
+// searchWalkPerRow jobs that meet the filters.
+const (
+	searchWindowPerRow = 150
+	searchWalkPerRow   = 20
+)
+
+// searchStretch returns the stretch (searchWindowPerRow or
+// searchWalkPerRow ids or jobs per row) that a text search for query
+// checks when it wants rows rows. Checking a job costs about one lexeme
+// lookup per word, and a query of many words is either rare (an "and" or
+// a phrase of them: the text index is its plan) or, joined by "or", common
+// enough to fill a page early: beyond two words the stretch shrinks with
+// the square of the words (36 words joined by "or" check 2 × rows jobs,
+// the least, at 3.5 µs each).
+func searchStretch(query string, perRow, rows int) int {
 	words := 0
 	for _, w := range strings.FieldsFunc(query, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
 		if !strings.EqualFold(w, "or") {
 			words++
 		}
 	}
-	walk := searchWalkPerPageRow * rows
+	stretch := perRow * rows
 	if words > 2 {
-		walk = walk * 2 / words
+		stretch = stretch * 4 / (words * words)
 	}
-	return max(walk, 2*rows)
+	return max(stretch, 2*rows)
 }
 
-// searchableSQL tells whether the search index can answer a query.
-const searchableSQL = `SELECT querytree(websearch_to_tsquery('english', $1)) <> 'T'`
-
-// searchBuilder collects fixed WHERE fragments and their parameters: the
-// text condition apart from the others.
+// searchBuilder collects fixed WHERE fragments and their parameters.
 type searchBuilder struct {
 	where []string
-	// text and textUnseen are the text condition, as searchQuery and as
-	// searchQueryUnseen.
-	text, textUnseen string
-	args             []any
+	args  []any
 }
 
 // fragment returns fragment with its %[1]d, %[2]d... replaced by the
@@ -288,19 +366,6 @@ func (b *searchBuilder) param(arg any) int {
 	return len(b.args)
 }
 
-// statements returns the statements of the search for rows rows: for a
-// search without text its one statement, for a text search searchWalkSQL
-// with a walk of walk jobs and searchIndexSQL.
-func (b *searchBuilder) statements(rows, walk int) (first, byIndex string) {
-	where := strings.Join(b.where, "\n  AND ")
-	if b.text == "" {
-		return fmt.Sprintf(searchJobsSQL, where, b.param(rows)), ""
-	}
-	walkParam, rowsParam := b.param(walk), b.param(rows)
-	return fmt.Sprintf(searchWalkSQL, where, b.text, walkParam, rowsParam),
-		fmt.Sprintf(searchIndexSQL, where, b.textUnseen, walkParam, rowsParam)
-}
-
 // pageLimit clamps a requested page size to 1..MaxPageSize, defaulting to
 // DefaultPageSize.
 func pageLimit(limit int) int {
@@ -313,9 +378,10 @@ func pageLimit(limit int) int {
 	return limit
 }
 
-// SearchJobs returns one page of jobs matching f, newest first. Only open
-// jobs are listed, except that a member of the company named by f.CompanyID
-// also sees that company's closed jobs. actor may be nil.
+// SearchJobs returns one page of jobs matching f, newest first, and the
+// job listing version (see JobListingVersion) of the snapshot it was read
+// in. Only open jobs are listed, except that a member of the company named
+// by f.CompanyID also sees that company's closed jobs. actor may be nil.
 //
 // Filters: Query is full-text search over title and description in web
 // search syntax (English stemming); it must have a word that is not negated
@@ -327,10 +393,10 @@ func pageLimit(limit int) int {
 // so a page costs the same wherever it is and jobs created while paging do
 // not shift the pages. Errors: jobboard.ErrUnsearchable,
 // jobboard.ErrTimeout, and database errors.
-func (db *DB) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.JobFilter) (jobboard.Page[jobboard.Job], error) {
+func (db *DB) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.JobFilter) (jobboard.JobListing, error) {
 	limit := pageLimit(f.Limit)
-	q := strings.TrimSpace(f.Query)
-	first, byIndex, args := db.searchStatements(actor, f, limit)
+	// One row more than the page tells whether another page follows.
+	s := db.search(actor, f, limit+1)
 
 	// QueryExecModeExec sends the statement unnamed, so PostgreSQL plans it
 	// with this request's values every time. A named prepared statement
@@ -341,71 +407,186 @@ func (db *DB) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.
 	// them (130 ms), where the planned-per-value query walks jobs_open_id_idx
 	// and stops after one page (0.6 ms). Planning each search costs about
 	// 0.2 ms.
-	args = append([]any{pgx.QueryExecModeExec}, args...)
-	rows, _ := db.pool.Query(ctx, first, args...)
-	jobs, err := pgx.CollectRows(rows, scanJob)
-	if err == nil && byIndex != "" && len(jobs) <= limit {
-		// The walk did not fill the page: the indexes answer, unless the
-		// walk saw every job (then byIndex returns nothing).
-		rows, _ := db.pool.Query(ctx, byIndex, args...)
-		var found []jobboard.Job
-		if found, err = pgx.CollectRows(rows, scanJob); len(found) > 0 {
-			jobs = found
-		}
-	}
+	db.traceSearch(s.page, s.args)
+	rows, _ := db.pool.Query(ctx, s.page, append([]any{pgx.QueryExecModeExec}, s.args...)...)
+	var (
+		listing    jobboard.JobListing
+		searchable bool
+		complete   bool
+		below      *int64
+	)
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*jobboard.Job, error) {
+		j, err := scanListedJob(row, &listing.Version, &searchable, &complete, &below)
+		return j, err
+	})
 	if err != nil {
-		return jobboard.Page[jobboard.Job]{}, fmt.Errorf("search jobs: %w", timeout(ctx, err))
+		return jobboard.JobListing{}, fmt.Errorf("search jobs: %w", timeout(ctx, err))
 	}
-	if len(jobs) == 0 && q != "" {
-		// Nothing matched: tell a query that could not be searched from one
-		// that found nothing.
-		var searchable bool
-		if err := db.pool.QueryRow(ctx, searchableSQL, q).Scan(&searchable); err != nil {
-			return jobboard.Page[jobboard.Job]{}, fmt.Errorf("search jobs: check query: %w", timeout(ctx, err))
-		}
-		if !searchable {
-			return jobboard.Page[jobboard.Job]{}, fmt.Errorf("search jobs for %q: %w", f.Query, jobboard.ErrUnsearchable)
+	found := make([]jobboard.Job, 0, len(jobs))
+	for _, j := range jobs {
+		if j != nil {
+			found = append(found, *j)
 		}
 	}
-	return pageOf(jobs, limit, func(j jobboard.Job) int64 { return j.ID }), nil
+	if s.text && len(found) < limit+1 && !complete {
+		// The stretch did not fill the page: the indexes answer the rest,
+		// below the stretch (or below the last job found in it).
+		if len(found) > 0 && (below == nil || found[len(found)-1].ID < *below) {
+			below = &found[len(found)-1].ID
+		}
+		sql, args := db.searchRest(actor, f, below, limit+1-len(found))
+		db.traceSearch(sql, args)
+		rows, _ := db.pool.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+		rest, err := pgx.CollectRows(rows, scanJob)
+		if err != nil {
+			return jobboard.JobListing{}, fmt.Errorf("search jobs: %w", timeout(ctx, err))
+		}
+		found = append(found, rest...)
+	}
+	if len(found) == 0 && s.text && !searchable {
+		return jobboard.JobListing{}, fmt.Errorf("search jobs for %q: %w", f.Query, jobboard.ErrUnsearchable)
+	}
+	listing.Page = pageOf(found, limit, func(j jobboard.Job) int64 { return j.ID })
+	return listing, nil
 }
 
-// searchStatements returns the statements of SearchJobs for a page of
-// limit rows (see searchBuilder.statements) and their arguments.
-func (db *DB) searchStatements(actor *jobboard.Actor, f jobboard.JobFilter, limit int) (first, byIndex string, args []any) {
-	var b searchBuilder
+func (db *DB) traceSearch(sql string, args []any) {
+	if db.searchTrace != nil {
+		db.searchTrace(sql, args)
+	}
+}
+
+// scanListedJob reads a row of searchPageSQL: the columns beside the page
+// into version, searchable, complete and below, and the job, or nil for the
+// row of NULLs of an empty page.
+func scanListedJob(row pgx.CollectableRow, version *int64, searchable, complete *bool, below **int64) (*jobboard.Job, error) {
+	var (
+		id       *int64
+		j        jobboard.Job
+		lo, hi   *int64
+		currency *string
+		// The other columns of a row of NULLs.
+		companyID                    *int64
+		title, description, location *string
+		remote                       *bool
+		employmentType, status       *string
+		createdAt, updatedAt         *time.Time
+	)
+	err := row.Scan(version, searchable, complete, below, &id, &companyID, &title, &description, &location,
+		&remote, &employmentType, &lo, &hi, &currency, &status, &createdAt, &updatedAt)
+	if err != nil || id == nil {
+		return nil, err
+	}
+	j = jobboard.Job{ID: *id, CompanyID: *companyID, Title: *title, Description: *description,
+		Location: *location, Remote: *remote, EmploymentType: jobboard.EmploymentType(*employmentType),
+		Status: jobboard.JobStatus(*status), CreatedAt: *createdAt, UpdatedAt: *updatedAt}
+	if lo != nil && hi != nil && currency != nil {
+		j.Salary = &jobboard.Salary{Min: *lo, Max: *hi, Currency: *currency}
+	}
+	return &j, nil
+}
+
+// search is the first statement of a search and its arguments.
+type search struct {
+	page string
+	args []any
+	// text tells a text search, which may need searchRest.
+	text bool
+}
+
+// conditions adds the WHERE conditions of f other than the text to b. In
+// the rest of a text search (rest true) the cursor and the filters become
+// checks of the rows read, never index conditions (see searchIndexSQL). It
+// reports whether f has a filter other than the cursor.
+func conditions(b *searchBuilder, actor *jobboard.Actor, f jobboard.JobFilter, rest bool) (filtered bool) {
+	add := func(fragment string, args ...any) {
+		if rest {
+			fragment = "(" + fragment + ") IS TRUE"
+		}
+		b.add(fragment, args...)
+	}
 	if f.CompanyID != nil {
 		b.add(searchCompany, *f.CompanyID, actorID(actor))
 	} else {
 		b.add(searchOpen)
 	}
-	q := strings.TrimSpace(f.Query)
-	if q != "" {
-		b.text = b.fragment(searchQuery, q)
-		b.textUnseen = fmt.Sprintf(searchQueryUnseen, len(b.args))
-	}
 	if loc := strings.TrimSpace(f.Location); loc != "" {
-		b.add(searchLocation, loc)
+		add(searchLocation, loc)
 	}
 	if f.Remote != nil {
-		b.add(searchRemote, *f.Remote)
+		add(searchRemote, *f.Remote)
 	}
 	if f.EmploymentType != "" {
-		b.add(searchEmploymentType, string(f.EmploymentType))
+		add(searchEmploymentType, string(f.EmploymentType))
 	}
 	if f.SalaryMin != nil {
-		b.add(searchSalaryMin, *f.SalaryMin)
+		add(searchSalaryMin, *f.SalaryMin)
 	}
+	filtered = len(b.where) > 1 || f.CompanyID != nil
 	if f.After > 0 {
-		b.add(searchAfter, f.After)
+		if rest {
+			b.add(searchAfterChecked, f.After)
+		} else {
+			b.add(searchAfter, f.After)
+		}
 	}
-	// One row more than the page tells whether another page follows.
-	walk := db.searchWalk
-	if walk == 0 {
-		walk = searchWalk(q, limit+1)
+	return filtered
+}
+
+// search returns the first statement of SearchJobs for a page of rows
+// rows: searchPageSQL around searchListingSQL, searchWindowSQL or
+// searchWalkSQL.
+func (db *DB) search(actor *jobboard.Actor, f jobboard.JobFilter, rows int) search {
+	var b searchBuilder
+	q := strings.TrimSpace(f.Query)
+	var text, checked string
+	if q != "" {
+		text = b.fragment(searchQuery, q)
+		checked = fmt.Sprintf(searchQueryChecked, len(b.args))
 	}
-	first, byIndex = b.statements(limit+1, walk)
-	return first, byIndex, b.args
+	filtered := conditions(&b, actor, f, false)
+	where := strings.Join(b.where, "\n  AND ")
+	if q == "" {
+		return search{page: fmt.Sprintf(searchPageSQL, "true", "true", "NULL",
+			fmt.Sprintf(searchListingSQL, where, b.param(rows)), "", ""), args: b.args}
+	}
+	searchable := fmt.Sprintf(searchSearchableSQL, 1) // q is the first parameter
+	if filtered {
+		walk := db.searchWalk
+		if walk == 0 {
+			walk = searchStretch(q, searchWalkPerRow, rows)
+		}
+		walkParam := b.param(walk)
+		page := fmt.Sprintf(searchWalkPageSQL, text, b.param(rows))
+		complete := fmt.Sprintf(searchWalkCompleteSQL, walkParam)
+		return search{page: fmt.Sprintf(searchPageSQL, searchable, complete, "NULL", page,
+			fmt.Sprintf(searchWalkSQL, where, walkParam), ""), args: b.args, text: true}
+	}
+	window := db.searchWalk
+	if window == 0 {
+		window = searchStretch(q, searchWindowPerRow, rows)
+	}
+	top := searchNewestSQL
+	if f.After > 0 {
+		top = fmt.Sprintf("$%d::bigint", b.param(f.After))
+	}
+	lowest := fmt.Sprintf(searchWindowLowestSQL, top, b.param(window))
+	page := fmt.Sprintf(searchWindowSQL, strings.Join(append([]string{checked}, b.where...), "\n  AND "), "w.lowest", b.param(rows))
+	return search{page: fmt.Sprintf(searchPageSQL, searchable, "w.lowest <= 1", "w.lowest", page, "", lowest), args: b.args, text: true}
+}
+
+// searchRest returns searchIndexSQL for the rows rows of a text search
+// that come below the id below (nil: no bound) and its arguments.
+func (db *DB) searchRest(actor *jobboard.Actor, f jobboard.JobFilter, below *int64, rows int) (string, []any) {
+	var b searchBuilder
+	text := b.fragment(searchQueryUnseen, strings.TrimSpace(f.Query))
+	conditions(&b, actor, f, true)
+	where := strings.Join(append(b.where, text), "\n  AND ")
+	bound := ""
+	if below != nil {
+		bound = fmt.Sprintf("\n  AND j.id + 0 < $%d", b.param(*below))
+	}
+	return fmt.Sprintf(searchIndexSQL, where, bound, b.param(rows)), b.args
 }
 
 // pageOf cuts rows (fetched with one extra row) to a page of limit items and

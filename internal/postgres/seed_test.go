@@ -75,7 +75,7 @@ func BenchmarkSearchJobs(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return page
+		return page.Page
 	}
 	// lastCursor is the cursor whose page is the last one of f.
 	lastCursor := func(f jobboard.JobFilter) int64 {
