@@ -17,6 +17,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/httpapi/openapitest"
@@ -72,16 +74,27 @@ func TestStatementTimeoutSetting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.databaseURL = url
-		db, err := postgres.Open(ctx, url, postgres.WithStatementTimeout(cfg.statementTimeout))
+		// Each connection of the store's pool reports its setting as it
+		// opens; Open's ping opens the first.
+		var mu sync.Mutex
+		var got string
+		report := func(c *pgxpool.Config) {
+			c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+				mu.Lock()
+				defer mu.Unlock()
+				return conn.QueryRow(ctx, "SHOW statement_timeout").Scan(&got)
+			}
+		}
+		db, err := postgres.Open(ctx, url, postgres.WithStatementTimeout(cfg.statementTimeout), report)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got string
-		err = db.Pool().QueryRow(ctx, "SHOW statement_timeout").Scan(&got)
 		db.Close()
-		if err != nil || got != tt.want {
-			t.Errorf("DATABASE_STATEMENT_TIMEOUT=%q: statement_timeout %q (%v), want %q", tt.value, got, err, tt.want)
+		mu.Lock()
+		seen := got
+		mu.Unlock()
+		if seen != tt.want {
+			t.Errorf("DATABASE_STATEMENT_TIMEOUT=%q: statement_timeout %q, want %q", tt.value, seen, tt.want)
 		}
 	}
 }

@@ -61,7 +61,7 @@ func TestSetupBuildsAWorkingSweeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, ev.EventID); err != nil {
+	if _, err := e.Pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, ev.EventID); err != nil {
 		t.Fatal(err)
 	}
 	// The AWS settings come through getenv, as everything else (awsenv).

@@ -16,7 +16,6 @@ import (
 
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
@@ -157,13 +156,9 @@ func TestStatementTimeoutAnswers503(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.NewURL(t)
-	db, err := postgres.Open(ctx, url, func(c *pgxpool.Config) {
+	db := pgtest.Open(t, url, func(c *pgxpool.Config) {
 		c.ConnConfig.RuntimeParams["statement_timeout"] = "200"
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
 	a := newAPIOn(t, db)
 	w := a.world()
 

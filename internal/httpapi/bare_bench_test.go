@@ -22,7 +22,6 @@ import (
 
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
@@ -214,11 +213,7 @@ func percentile(ds []time.Duration, p float64) float64 {
 func BenchmarkInProcessVsBare(b *testing.B) {
 	ctx := context.Background()
 	recorder := &queryRecorder{}
-	db, err := postgres.Open(ctx, pgtest.NewURL(b), func(c *pgxpool.Config) { c.ConnConfig.Tracer = recorder })
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(db.Close)
+	db := pgtest.Open(b, pgtest.NewURL(b), func(c *pgxpool.Config) { c.ConnConfig.Tracer = recorder })
 	employer, err := db.CreateUser(ctx, jobboard.Registration{Email: "bench@example.com", Name: "Bench", Role: jobboard.RoleEmployer}, "x")
 	if err != nil {
 		b.Fatal(err)
@@ -230,7 +225,7 @@ func BenchmarkInProcessVsBare(b *testing.B) {
 	if err := db.SeedJobs(ctx, c.ID, 100_000); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := db.Pool().Exec(ctx, "VACUUM ANALYZE jobs"); err != nil {
+	if _, err := db.Pool.Exec(ctx, "VACUUM ANALYZE jobs"); err != nil {
 		b.Fatal(err)
 	}
 	api := httptest.NewServer(httpapi.NewServer(httpapi.Config{
@@ -239,7 +234,7 @@ func BenchmarkInProcessVsBare(b *testing.B) {
 		TokenKey: testKey, Password: cheapPasswords,
 	}))
 	b.Cleanup(api.Close)
-	barePool, err := pgxpool.New(ctx, db.Pool().Config().ConnString())
+	barePool, err := pgxpool.New(ctx, db.URL)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,13 +17,12 @@ import (
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/httpapi/openapitest"
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
 // benchServer is the API over a fresh database with n seeded jobs, served
 // in-process, and the id of the seeding company.
-func benchServer(b *testing.B, n int) (http.Handler, *postgres.DB) {
+func benchServer(b *testing.B, n int) (http.Handler, *pgtest.DB) {
 	b.Helper()
 	ctx := context.Background()
 	db := pgtest.NewDB(b)
@@ -44,7 +43,7 @@ func benchServer(b *testing.B, n int) (http.Handler, *postgres.DB) {
 		b.Fatal(err)
 	}
 	// Fresh statistics and visibility map, as autovacuum would soon provide.
-	if _, err := db.Pool().Exec(ctx, "VACUUM ANALYZE jobs"); err != nil {
+	if _, err := db.Pool.Exec(ctx, "VACUUM ANALYZE jobs"); err != nil {
 		b.Fatal(err)
 	}
 	return h, db

@@ -18,7 +18,6 @@ import (
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/httpapi/openapitest"
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
@@ -63,7 +62,7 @@ func (b *logBuffer) lines(tb testing.TB) []map[string]any {
 // every response is validated against the OpenAPI document.
 type api struct {
 	t       *testing.T
-	db      *postgres.DB
+	db      *pgtest.DB
 	handler http.Handler
 	base    string
 	client  *http.Client
@@ -78,7 +77,7 @@ func newAPI(t *testing.T, adjust ...func(*httpapi.Config)) *api {
 }
 
 // newAPIOn starts another server over an existing database.
-func newAPIOn(t *testing.T, db *postgres.DB, adjust ...func(*httpapi.Config)) *api {
+func newAPIOn(t *testing.T, db *pgtest.DB, adjust ...func(*httpapi.Config)) *api {
 	t.Helper()
 	logs := &logBuffer{}
 	cfg := httpapi.Config{
@@ -331,7 +330,7 @@ func (a *api) counts() map[string]int {
 	out := map[string]int{}
 	for _, table := range []string{"users", "companies", "company_members", "jobs", "applications", "application_status_history", "outbox"} {
 		var n int
-		if err := a.db.Pool().QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		if err := a.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
 			a.t.Fatalf("count %s: %v", table, err)
 		}
 		out[table] = n
@@ -343,7 +342,7 @@ func (a *api) counts() map[string]int {
 func (a *api) statusEvents() int {
 	a.t.Helper()
 	var n int
-	if err := a.db.Pool().QueryRow(context.Background(),
+	if err := a.db.Pool.QueryRow(context.Background(),
 		"SELECT count(*) FROM outbox WHERE event_type = $1", jobboard.EventTypeStatusChanged).Scan(&n); err != nil {
 		a.t.Fatalf("count status events: %v", err)
 	}
@@ -355,14 +354,14 @@ func (a *api) statusEvents() int {
 func (a *api) jobsFingerprint() string {
 	a.t.Helper()
 	var s string
-	err := a.db.Pool().QueryRow(context.Background(),
+	err := a.db.Pool.QueryRow(context.Background(),
 		`SELECT coalesce(string_agg(concat_ws('|', id, title, description, location, remote, employment_type,
 			salary_min, salary_max, salary_currency, status, updated_at), ';' ORDER BY id), '') FROM jobs`).Scan(&s)
 	if err != nil {
 		a.t.Fatalf("fingerprint jobs: %v", err)
 	}
 	var apps string
-	err = a.db.Pool().QueryRow(context.Background(),
+	err = a.db.Pool.QueryRow(context.Background(),
 		`SELECT coalesce(string_agg(concat_ws('|', id, status, version), ';' ORDER BY id), '') FROM applications`).Scan(&apps)
 	if err != nil {
 		a.t.Fatalf("fingerprint applications: %v", err)

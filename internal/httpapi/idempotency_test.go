@@ -47,7 +47,7 @@ func wantReplay(tb testing.TB, first, retry response) {
 func (a *api) storedAnswers() int {
 	a.t.Helper()
 	var n int
-	if err := a.db.Pool().QueryRow(context.Background(), "SELECT count(*) FROM idempotency_keys").Scan(&n); err != nil {
+	if err := a.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM idempotency_keys").Scan(&n); err != nil {
 		a.t.Fatal(err)
 	}
 	return n
@@ -276,7 +276,7 @@ func (p *panickingRelay) Relay(ctx context.Context, ev jobboard.Event) error {
 	}
 	p.calls.Add(1)
 	var n int
-	if err := p.a.db.Pool().QueryRow(ctx, "SELECT count(*) FROM outbox WHERE event_id = $1", ev.EventID).Scan(&n); err != nil {
+	if err := p.a.db.Pool.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE event_id = $1", ev.EventID).Scan(&n); err != nil {
 		return err
 	}
 	p.committed.Store(n == 1)
@@ -496,7 +496,7 @@ func TestIdempotentRegistration(t *testing.T) {
 		t.Fatalf("users = %d", n)
 	}
 	var stored []byte
-	if err := a.db.Pool().QueryRow(context.Background(), "SELECT body FROM idempotency_keys WHERE scope = 'anonymous'").Scan(&stored); err != nil {
+	if err := a.db.Pool.QueryRow(context.Background(), "SELECT body FROM idempotency_keys WHERE scope = 'anonymous'").Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Contains(stored, []byte("token")) || bytes.Contains(stored, []byte(s1.Token)) {
@@ -515,7 +515,7 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 	body := map[string]any{"name": "Yesterday Inc"}
 	first := a.do("POST", "/v1/companies", body, as(employer), withKey(key))
 	want(t, first, http.StatusCreated)
-	if _, err := a.db.Pool().Exec(context.Background(), "UPDATE idempotency_keys SET created_at = created_at - interval '24 hours 1 second'"); err != nil {
+	if _, err := a.db.Pool.Exec(context.Background(), "UPDATE idempotency_keys SET created_at = created_at - interval '24 hours 1 second'"); err != nil {
 		t.Fatal(err)
 	}
 	again := a.do("POST", "/v1/companies", body, as(employer), withKey(key))

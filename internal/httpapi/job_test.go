@@ -292,7 +292,7 @@ func TestSearchCursorWalk(t *testing.T) {
 	}
 	// The expected set, straight from the database.
 	var wantIDs []int64
-	rows, err := a.db.Pool().Query(context.Background(),
+	rows, err := a.db.Pool.Query(context.Background(),
 		`SELECT id FROM jobs WHERE status = 'open' AND search @@ websearch_to_tsquery('english', 'engineer') ORDER BY id DESC`)
 	if err != nil {
 		t.Fatal(err)

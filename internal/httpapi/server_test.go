@@ -131,7 +131,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	want(t, a.do("GET", "/readyz", nil), http.StatusOK)
 
 	// A pool that is closed cannot ping: 503, while liveness stays 200.
-	closed, err := postgres.Open(context.Background(), a.db.Pool().Config().ConnString())
+	closed, err := postgres.Open(context.Background(), a.db.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func (a *api) verificationToken(u user) string {
 	a.t.Helper()
 	ctx := context.Background()
 	var payload []byte
-	err := a.db.Pool().QueryRow(ctx, `SELECT payload FROM outbox WHERE event_type = $1 AND (payload->>'user_id')::bigint = $2
+	err := a.db.Pool.QueryRow(ctx, `SELECT payload FROM outbox WHERE event_type = $1 AND (payload->>'user_id')::bigint = $2
 		ORDER BY created_at DESC LIMIT 1`, jobboard.EventTypeEmailVerificationRequested, u.ID).Scan(&payload)
 	if err != nil {
 		a.t.Fatalf("verification event of user %d: %v", u.ID, err)
@@ -44,7 +44,7 @@ func (a *api) verificationToken(u user) string {
 func (a *api) verificationEvents(u user) int {
 	a.t.Helper()
 	var n int
-	if err := a.db.Pool().QueryRow(context.Background(),
+	if err := a.db.Pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM outbox WHERE event_type = $1 AND (payload->>'user_id')::bigint = $2`,
 		jobboard.EventTypeEmailVerificationRequested, u.ID).Scan(&n); err != nil {
 		a.t.Fatal(err)

@@ -65,7 +65,7 @@ func statusChange(t *testing.T, e *workertest.Env, app workertest.App) jobboard.
 func isPublished(t *testing.T, e *workertest.Env, eventID string) bool {
 	t.Helper()
 	var published bool
-	if err := e.DB.Pool().QueryRow(context.Background(),
+	if err := e.Pool.QueryRow(context.Background(),
 		`SELECT published_at IS NOT NULL FROM outbox WHERE event_id = $1`, eventID).Scan(&published); err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestSweeperRetention(t *testing.T) {
 		if err := e.DB.MarkPublished(ctx, []string{ev.EventID}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.DB.Pool().Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash, outcome) VALUES ($1, $2, '\x00', 'sent')`,
+		if _, err := e.Pool.Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash, outcome) VALUES ($1, $2, '\x00', 'sent')`,
 			ev.EventID, ev.Type); err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +274,7 @@ func TestSweeperRetention(t *testing.T) {
 		{`UPDATE outbox SET created_at = now() - interval '29 days 1 hour' WHERE event_id = $1`, stuck.EventID},
 		{`UPDATE outbox SET created_at = now() - interval '28 days' WHERE event_id = $1`, late.EventID},
 	} {
-		if _, err := e.DB.Pool().Exec(ctx, q.sql, q.id); err != nil {
+		if _, err := e.Pool.Exec(ctx, q.sql, q.id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -319,7 +319,7 @@ func TestSweeperRetention(t *testing.T) {
 
 	// The next sweep neither publishes nor expires the row again; the
 	// expired row is deleted once it is as old as the retention.
-	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET expired_at = now() - interval '31 days' WHERE event_id = $1`, stuck.EventID); err != nil {
+	if _, err := e.Pool.Exec(ctx, `UPDATE outbox SET expired_at = now() - interval '31 days' WHERE event_id = $1`, stuck.EventID); err != nil {
 		t.Fatal(err)
 	}
 	r, err = s.Sweep(ctx)
@@ -351,7 +351,7 @@ func TestSweeperDeletesOldLoginFailures(t *testing.T) {
 			u := time.Now().Add(row.blockedUntil)
 			until = &u
 		}
-		if _, err := e.DB.Pool().Exec(ctx, `INSERT INTO login_failures (email_digest, failures, last_failure, blocked_until) VALUES ($1, 7, $2, $3)`,
+		if _, err := e.Pool.Exec(ctx, `INSERT INTO login_failures (email_digest, failures, last_failure, blocked_until) VALUES ($1, 7, $2, $3)`,
 			[]byte(row.key), time.Now().Add(-row.lastFailure), until); err != nil {
 			t.Fatal(err)
 		}
@@ -362,7 +362,7 @@ func TestSweeperDeletesOldLoginFailures(t *testing.T) {
 		t.Fatalf("sweep = %+v, %v; want 2 login failure counts deleted", r, err)
 	}
 	var left []string
-	rows, _ := e.DB.Pool().Query(ctx, `SELECT convert_from(email_digest, 'UTF8') FROM login_failures ORDER BY 1`)
+	rows, _ := e.Pool.Query(ctx, `SELECT convert_from(email_digest, 'UTF8') FROM login_failures ORDER BY 1`)
 	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil || !slices.Equal(left, []string{"old-still-blocked", "recent"}) {
 		t.Fatalf("counts left = %v, %v; want [old-still-blocked recent]", left, err)
@@ -371,7 +371,7 @@ func TestSweeperDeletesOldLoginFailures(t *testing.T) {
 	// Without LoginFailures nothing is deleted; a failing one fails the
 	// sweep after the other steps ran.
 	stale := statusChange(t, e, e.NewApp(t))
-	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, stale.EventID); err != nil {
+	if _, err := e.Pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, stale.EventID); err != nil {
 		t.Fatal(err)
 	}
 	broken := loginRetention{err: errors.New("injected: login_failures unreachable")}
@@ -396,7 +396,7 @@ func TestSweeperReportsTheBacklog(t *testing.T) {
 	ctx := context.Background()
 	first := statusChange(t, e, e.NewApp(t))
 	statusChange(t, e, e.NewApp(t))
-	if _, err := e.DB.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '10 minutes' WHERE event_id = $1`, first.EventID); err != nil {
+	if _, err := e.Pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '10 minutes' WHERE event_id = $1`, first.EventID); err != nil {
 		t.Fatal(err)
 	}
 	var metrics workertest.LogBuffer
@@ -417,7 +417,7 @@ func TestSweeperReportsTheBacklog(t *testing.T) {
 
 func outboxIDs(t *testing.T, e *workertest.Env) []string {
 	t.Helper()
-	rows, err := e.DB.Pool().Query(context.Background(), `SELECT event_id::text FROM outbox ORDER BY created_at`)
+	rows, err := e.Pool.Query(context.Background(), `SELECT event_id::text FROM outbox ORDER BY created_at`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +451,7 @@ func TestSweeperDeletesExpiredIdempotencyKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.DB.Pool().Exec(ctx,
+	if _, err := e.Pool.Exec(ctx,
 		`UPDATE idempotency_keys SET created_at = now() - interval '24 hours 1 minute' WHERE key LIKE 'expired-%'`); err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +466,7 @@ func TestSweeperDeletesExpiredIdempotencyKeys(t *testing.T) {
 		t.Fatalf("fresh key: %v", err)
 	}
 	var left int
-	if err := e.DB.Pool().QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&left); err != nil || left != 1 {
+	if err := e.Pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&left); err != nil || left != 1 {
 		t.Fatalf("keys left = %d, %v; want 1", left, err)
 	}
 }
@@ -479,7 +479,7 @@ func TestSweeperDeletesOldVerificationRequests(t *testing.T) {
 	ctx := context.Background()
 	window := jobboard.DefaultVerificationPolicy.Window
 	for i, ago := range []time.Duration{window + time.Minute, 2 * window, window - time.Minute, time.Second} {
-		if _, err := e.DB.Pool().Exec(ctx, `INSERT INTO email_verification_requests (user_id, email_digest, requested_at) VALUES ($1, $2, $3)`,
+		if _, err := e.Pool.Exec(ctx, `INSERT INTO email_verification_requests (user_id, email_digest, requested_at) VALUES ($1, $2, $3)`,
 			i+1, []byte{byte(i)}, time.Now().Add(-ago)); err != nil {
 			t.Fatal(err)
 		}
@@ -489,7 +489,7 @@ func TestSweeperDeletesOldVerificationRequests(t *testing.T) {
 		t.Fatalf("sweep = %+v, %v; want 2 verification requests deleted", r, err)
 	}
 	var left int
-	if err := e.DB.Pool().QueryRow(ctx, `SELECT count(*) FROM email_verification_requests`).Scan(&left); err != nil || left != 2 {
+	if err := e.Pool.QueryRow(ctx, `SELECT count(*) FROM email_verification_requests`).Scan(&left); err != nil || left != 2 {
 		t.Fatalf("requests left = %d, %v; want the 2 within the window", left, err)
 	}
 }

@@ -12,11 +12,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
 // mustApply applies as the candidate.
-func mustApply(t testing.TB, db *postgres.DB, candidate jobboard.Actor, jobID int64) jobboard.Application {
+func mustApply(t testing.TB, db *pgtest.DB, candidate jobboard.Actor, jobID int64) jobboard.Application {
 	t.Helper()
 	a, err := db.Apply(context.Background(), candidate, jobID, jobboard.NewApplication{CoverLetter: "Hello"})
 	if err != nil {
@@ -26,7 +26,7 @@ func mustApply(t testing.TB, db *postgres.DB, candidate jobboard.Actor, jobID in
 }
 
 // changes counts the rows a status change writes.
-func changes(t testing.TB, db *postgres.DB) (history, outbox int) {
+func changes(t testing.TB, db *pgtest.DB) (history, outbox int) {
 	t.Helper()
 	return count(t, db, "SELECT count(*) FROM application_status_history"), count(t, db, "SELECT count(*) FROM outbox")
 }
@@ -123,7 +123,7 @@ func TestApplicationVisibility(t *testing.T) {
 	ctx := context.Background()
 	a := mustApply(t, w.db, w.candidate, w.job.ID)
 	colleague := mustUser(t, w.db, jobboard.RoleEmployer)
-	if _, err := w.db.Pool().Exec(ctx, "INSERT INTO company_members (company_id, user_id) VALUES ($1, $2)", w.company.ID, colleague.UserID); err != nil {
+	if _, err := w.db.Pool.Exec(ctx, "INSERT INTO company_members (company_id, user_id) VALUES ($1, $2)", w.company.ID, colleague.UserID); err != nil {
 		t.Fatal(err)
 	}
 	outsider := mustUser(t, w.db, jobboard.RoleEmployer)
@@ -253,14 +253,14 @@ func TestJobAndCandidateApplications(t *testing.T) {
 }
 
 // outboxEvent reads the event stored in the outbox.
-func outboxEvent(t testing.TB, db *postgres.DB, eventID string) (string, jobboard.Event) {
+func outboxEvent(t testing.TB, db *pgtest.DB, eventID string) (string, jobboard.Event) {
 	t.Helper()
 	var (
 		eventType string
 		payload   []byte
 		ev        jobboard.Event
 	)
-	err := db.Pool().QueryRow(context.Background(),
+	err := db.Pool.QueryRow(context.Background(),
 		"SELECT event_type, payload FROM outbox WHERE event_id = $1 AND published_at IS NULL", eventID).Scan(&eventType, &payload)
 	if err != nil {
 		t.Fatalf("outbox row %s: %v", eventID, err)

@@ -68,7 +68,7 @@ func TestCreateCompanyIsAtomic(t *testing.T) {
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 	employer := mustUser(t, db, jobboard.RoleEmployer)
-	_, err := db.Pool().Exec(ctx, `
+	_, err := db.Pool.Exec(ctx, `
 		CREATE FUNCTION fail_member() RETURNS trigger LANGUAGE plpgsql AS
 		$$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
 		CREATE TRIGGER fail_member BEFORE INSERT ON company_members

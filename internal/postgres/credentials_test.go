@@ -82,14 +82,14 @@ func TestWithCredentials(t *testing.T) {
 	}
 	defer db.Close()
 	var user string
-	if err := db.Pool().QueryRow(ctx, "SELECT current_user").Scan(&user); err != nil || user != good {
+	if err := postgres.Pool(db).QueryRow(ctx, "SELECT current_user").Scan(&user); err != nil || user != good {
 		t.Fatalf("connected as %q (%v); want %q from the credentials", user, err, good)
 	}
 
 	creds.mu.Lock()
 	creds.user = barred
 	creds.mu.Unlock()
-	db.Pool().Reset() // the next query needs a new connection
+	postgres.Pool(db).Reset() // the next query needs a new connection
 	err = db.Ping(ctx)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "28000" {

@@ -61,9 +61,6 @@ func WithStatementTimeout(d time.Duration) func(*pgxpool.Config) {
 	}
 }
 
-// Pool returns the underlying pool, for tests and health checks.
-func (db *DB) Pool() *pgxpool.Pool { return db.pool }
-
 // Close closes the pool.
 func (db *DB) Close() { db.pool.Close() }
 

@@ -45,9 +45,9 @@ type claimRow struct {
 }
 
 // claims returns the claim rows of an event id.
-func claims(t testing.TB, db *postgres.DB, eventID string) []claimRow {
+func claims(t testing.TB, db *pgtest.DB, eventID string) []claimRow {
 	t.Helper()
-	rows, err := db.Pool().Query(context.Background(),
+	rows, err := db.Pool.Query(context.Background(),
 		`SELECT payload_hash, coalesce(outcome, ''), coalesce(lease_token::text, ''), attempts, coalesce(ses_message_id, '')
 		 FROM processed_events WHERE event_id = $1`, eventID)
 	if err != nil {
@@ -69,7 +69,7 @@ func claims(t testing.TB, db *postgres.DB, eventID string) []claimRow {
 }
 
 // oneClaim returns the one claim row of an event id.
-func oneClaim(t testing.TB, db *postgres.DB, eventID string) claimRow {
+func oneClaim(t testing.TB, db *pgtest.DB, eventID string) claimRow {
 	t.Helper()
 	cs := claims(t, db, eventID)
 	if len(cs) != 1 {
@@ -80,9 +80,9 @@ func oneClaim(t testing.TB, db *postgres.DB, eventID string) claimRow {
 
 // expireLease makes the lease of an event's claim run out, as if its worker
 // had died a while ago.
-func expireLease(t testing.TB, db *postgres.DB, eventID string) {
+func expireLease(t testing.TB, db *pgtest.DB, eventID string) {
 	t.Helper()
-	if _, err := db.Pool().Exec(context.Background(),
+	if _, err := db.Pool.Exec(context.Background(),
 		`UPDATE processed_events SET lease_until = now() - interval '1 second' WHERE event_id = $1`, eventID); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func expireLease(t testing.TB, db *postgres.DB, eventID string) {
 
 // finish records one outcome through FinishClaims, with a lost lease as
 // jobboard.ErrLeaseLost.
-func finish(db *postgres.DB, eventID, token string, outcome jobboard.EventOutcome, sesID string) error {
+func finish(db *pgtest.DB, eventID, token string, outcome jobboard.EventOutcome, sesID string) error {
 	lost, err := db.FinishClaims(context.Background(), []jobboard.Finish{{EventID: eventID, Token: token, Outcome: outcome, ProviderMessageID: sesID}})
 	if err != nil {
 		return err
@@ -101,7 +101,7 @@ func finish(db *postgres.DB, eventID, token string, outcome jobboard.EventOutcom
 	return nil
 }
 
-func mustClaim(t testing.TB, db *postgres.DB, ev jobboard.Event, want jobboard.EventOutcome) jobboard.Claim {
+func mustClaim(t testing.TB, db *pgtest.DB, ev jobboard.Event, want jobboard.EventOutcome) jobboard.Claim {
 	t.Helper()
 	c, err := db.ClaimEvent(context.Background(), ev, time.Minute)
 	if err != nil || c.Outcome != want {
@@ -265,7 +265,7 @@ func TestClaimEventApplicationMissing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	app := mustApplication(t, w)
-	if _, err := w.db.Pool().Exec(context.Background(), `DELETE FROM applications WHERE id = $1`, app.ID); err != nil {
+	if _, err := w.db.Pool.Exec(context.Background(), `DELETE FROM applications WHERE id = $1`, app.ID); err != nil {
 		t.Fatal(err)
 	}
 	ev := statusEvent(app.ID)
@@ -285,19 +285,11 @@ func TestClaimEventLockTimeoutIsBusy(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewURL(t)
 	ctx := context.Background()
-	holder, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	worker, err := postgres.Open(ctx, url, postgres.WorkerSession(100*time.Millisecond, time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer worker.Close()
+	holder := pgtest.Pool(t, url)
+	worker := pgtest.Open(t, url, postgres.WorkerSession(100*time.Millisecond, time.Minute))
 
 	ev := statusEvent(1)
-	tx, err := holder.Pool().Begin(ctx)
+	tx, err := holder.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,9 +318,9 @@ func TestClaimEventConcurrentClaims(t *testing.T) {
 	w := newWorld(t)
 	app := mustApplication(t, w)
 	ctx := context.Background()
-	dbs := []*postgres.DB{w.db}
+	dbs := []*postgres.DB{w.db.DB}
 	for range 3 {
-		other, err := postgres.Open(ctx, w.db.Pool().Config().ConnString())
+		other, err := postgres.Open(ctx, w.db.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +367,7 @@ func TestClaimEventSecondClaimerWaitsForFirst(t *testing.T) {
 		app := mustApplication(t, w)
 		ctx := context.Background()
 		ev := statusEvent(app.ID)
-		tx, err := w.db.Pool().Begin(ctx)
+		tx, err := w.db.Pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

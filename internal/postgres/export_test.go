@@ -1,5 +1,7 @@
 package postgres
 
+import "github.com/jackc/pgx/v5/pgxpool"
+
 // SetSearchWalk makes db's text searches check only rows ids (no filter)
 // or jobs (with filters) one by one before they ask the indexes (0
 // restores the default).
@@ -18,3 +20,7 @@ const (
 	SearchWindowPerRow = searchWindowPerRow
 	SearchWalkPerRow   = searchWalkPerRow
 )
+
+// Pool is db's own pool, for the tests of what Open configures on it (the
+// credentials of each new connection); other tests use pgtest's raw pool.
+func Pool(db *DB) *pgxpool.Pool { return db.pool }

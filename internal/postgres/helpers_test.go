@@ -8,14 +8,13 @@ import (
 	"testing"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
 var userSeq atomic.Int64
 
 // mustUser registers a user with a fresh email and returns it as an actor.
-func mustUser(t testing.TB, db *postgres.DB, role jobboard.Role) jobboard.Actor {
+func mustUser(t testing.TB, db *pgtest.DB, role jobboard.Role) jobboard.Actor {
 	t.Helper()
 	n := userSeq.Add(1)
 	u, err := db.CreateUser(context.Background(), jobboard.Registration{
@@ -26,12 +25,12 @@ func mustUser(t testing.TB, db *postgres.DB, role jobboard.Role) jobboard.Actor 
 	if err != nil {
 		t.Fatalf("create %s: %v", role, err)
 	}
-	pgtest.MarkVerified(t, db, u.ID)
+	pgtest.MarkVerified(t, db.Pool, u.ID)
 	return jobboard.Actor{UserID: u.ID, Role: u.Role}
 }
 
 // mustCompany creates a company whose first member is the employer.
-func mustCompany(t testing.TB, db *postgres.DB, employer jobboard.Actor) jobboard.Company {
+func mustCompany(t testing.TB, db *pgtest.DB, employer jobboard.Actor) jobboard.Company {
 	t.Helper()
 	c, err := db.CreateCompany(context.Background(), employer, jobboard.NewCompany{Name: "Acme"})
 	if err != nil {
@@ -51,7 +50,7 @@ func newJob(title string) jobboard.NewJob {
 }
 
 // mustJob creates a job as the employer.
-func mustJob(t testing.TB, db *postgres.DB, employer jobboard.Actor, companyID int64, nj jobboard.NewJob) jobboard.Job {
+func mustJob(t testing.TB, db *pgtest.DB, employer jobboard.Actor, companyID int64, nj jobboard.NewJob) jobboard.Job {
 	t.Helper()
 	j, err := db.CreateJob(context.Background(), employer, companyID, nj)
 	if err != nil {
@@ -61,7 +60,7 @@ func mustJob(t testing.TB, db *postgres.DB, employer jobboard.Actor, companyID i
 }
 
 // mustClose closes a job as the employer.
-func mustClose(t testing.TB, db *postgres.DB, employer jobboard.Actor, jobID int64) jobboard.Job {
+func mustClose(t testing.TB, db *pgtest.DB, employer jobboard.Actor, jobID int64) jobboard.Job {
 	t.Helper()
 	closed := jobboard.JobClosed
 	j, err := db.UpdateJob(context.Background(), employer, jobID, jobboard.JobPatch{Status: &closed})
@@ -74,7 +73,7 @@ func mustClose(t testing.TB, db *postgres.DB, employer jobboard.Actor, jobID int
 // world is a small board: one employer with a company and an open job, and
 // one candidate.
 type world struct {
-	db        *postgres.DB
+	db        *pgtest.DB
 	employer  jobboard.Actor
 	company   jobboard.Company
 	job       jobboard.Job
@@ -91,10 +90,10 @@ func newWorld(t testing.TB) world {
 }
 
 // count runs a count query in a test.
-func count(t testing.TB, db *postgres.DB, sql string, args ...any) int {
+func count(t testing.TB, db *pgtest.DB, sql string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := db.Pool().QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+	if err := db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return n

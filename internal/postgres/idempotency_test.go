@@ -156,7 +156,7 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Pool().Exec(ctx, `UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key LIKE 'key-old-%'`); err != nil {
+	if _, err := db.Pool.Exec(ctx, `UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key LIKE 'key-old-%'`); err != nil {
 		t.Fatal(err)
 	}
 	_, err := db.StoredResponse(ctx, "anonymous", "key-old-000000001")
@@ -177,7 +177,7 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 		t.Fatalf("DeleteExpiredIdempotencyKeys = %d, %v; want 1", n, err)
 	}
 	var left []string
-	rows, err := db.Pool().Query(ctx, `SELECT key FROM idempotency_keys ORDER BY key`)
+	rows, err := db.Pool.Query(ctx, `SELECT key FROM idempotency_keys ORDER BY key`)
 	if err != nil {
 		t.Fatal(err)
 	}

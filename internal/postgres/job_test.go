@@ -81,7 +81,7 @@ func TestJobVisibility(t *testing.T) {
 	outsider := mustUser(t, w.db, jobboard.RoleEmployer)
 	mustCompany(t, w.db, outsider)
 	colleague := mustUser(t, w.db, jobboard.RoleEmployer)
-	if _, err := w.db.Pool().Exec(ctx, "INSERT INTO company_members (company_id, user_id) VALUES ($1, $2)", w.company.ID, colleague.UserID); err != nil {
+	if _, err := w.db.Pool.Exec(ctx, "INSERT INTO company_members (company_id, user_id) VALUES ($1, $2)", w.company.ID, colleague.UserID); err != nil {
 		t.Fatal(err)
 	}
 

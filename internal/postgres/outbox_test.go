@@ -35,7 +35,7 @@ func mustStatusEvents(t testing.TB, w world, n int) []jobboard.Event {
 // ageOutbox moves the creation of every outbox row back by d.
 func ageOutbox(t testing.TB, w world, d time.Duration) {
 	t.Helper()
-	if _, err := w.db.Pool().Exec(context.Background(),
+	if _, err := w.db.Pool.Exec(context.Background(),
 		`UPDATE outbox SET created_at = created_at - make_interval(secs => $1)`, d.Seconds()); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func ageOutbox(t testing.TB, w world, d time.Duration) {
 
 func unpublished(t testing.TB, w world) []string {
 	t.Helper()
-	rows, err := w.db.Pool().Query(context.Background(),
+	rows, err := w.db.Pool.Query(context.Background(),
 		`SELECT event_id::text FROM outbox WHERE published_at IS NULL ORDER BY created_at`)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestMarkPublished(t *testing.T) {
 		t.Fatalf("unpublished = %v, want %v", got, want)
 	}
 	var first time.Time
-	if err := w.db.Pool().QueryRow(ctx, `SELECT published_at FROM outbox WHERE event_id = $1`, evs[0].EventID).Scan(&first); err != nil {
+	if err := w.db.Pool.QueryRow(ctx, `SELECT published_at FROM outbox WHERE event_id = $1`, evs[0].EventID).Scan(&first); err != nil {
 		t.Fatal(err)
 	}
 	// Marking again (a relay and a sweeper both published) keeps the first
@@ -96,7 +96,7 @@ func TestMarkPublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	var again time.Time
-	if err := w.db.Pool().QueryRow(ctx, `SELECT published_at FROM outbox WHERE event_id = $1`, evs[0].EventID).Scan(&again); err != nil {
+	if err := w.db.Pool.QueryRow(ctx, `SELECT published_at FROM outbox WHERE event_id = $1`, evs[0].EventID).Scan(&again); err != nil {
 		t.Fatal(err)
 	}
 	if !again.Equal(first) {
@@ -214,7 +214,7 @@ func TestRetentionDeletesOnlyOldRows(t *testing.T) {
 
 	// Claims: 5 older than the retention, 2 younger; finished or not.
 	for i, age := range []string{"15 days", "20 days", "30 days", "15 days", "14 days 1 hour", "13 days", "1 minute"} {
-		if _, err := w.db.Pool().Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash, processed_at, outcome, lease_token, lease_until)
+		if _, err := w.db.Pool.Exec(ctx, `INSERT INTO processed_events (event_id, event_type, payload_hash, processed_at, outcome, lease_token, lease_until)
 			VALUES ($1, 'application.status_changed', '\x00', now() - $2::interval, CASE WHEN $3 THEN 'sent' END, gen_random_uuid(), now())`,
 			"ev-"+string(rune('a'+i)), age, i%2 == 0); err != nil {
 			t.Fatal(err)
@@ -227,14 +227,14 @@ func TestRetentionDeletesOnlyOldRows(t *testing.T) {
 	if err := w.db.MarkPublished(ctx, eventIDs(evs[:2])); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.db.Pool().Exec(ctx, `UPDATE outbox SET published_at = now() - interval '15 days', created_at = now() - interval '15 days'
+	if _, err := w.db.Pool.Exec(ctx, `UPDATE outbox SET published_at = now() - interval '15 days', created_at = now() - interval '15 days'
 		WHERE event_id = $1`, evs[0].EventID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.db.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - interval '30 days' WHERE event_id = $1`, evs[2].EventID); err != nil {
+	if _, err := w.db.Pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '30 days' WHERE event_id = $1`, evs[2].EventID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.db.Pool().Exec(ctx, `UPDATE outbox SET expired_at = now() - interval '15 days', created_at = now() - interval '45 days'
+	if _, err := w.db.Pool.Exec(ctx, `UPDATE outbox SET expired_at = now() - interval '15 days', created_at = now() - interval '45 days'
 		WHERE event_id = $1`, evs[3].EventID); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestTooOldEventsAreExpiredNotPublished(t *testing.T) {
 	evs := mustStatusEvents(t, w, 3)
 	// evs[0] just too old, evs[1] just young enough, evs[2] fresh.
 	for i, age := range []time.Duration{maxAge + time.Minute, maxAge - time.Minute, time.Minute} {
-		if _, err := w.db.Pool().Exec(ctx, `UPDATE outbox SET created_at = now() - make_interval(secs => $2) WHERE event_id = $1`,
+		if _, err := w.db.Pool.Exec(ctx, `UPDATE outbox SET created_at = now() - make_interval(secs => $2) WHERE event_id = $1`,
 			evs[i].EventID, age.Seconds()); err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 
 // board is a set of jobs of two companies with varied fields, some closed.
 type board struct {
-	db        *postgres.DB
+	db        *pgtest.DB
 	a, b      jobboard.Company
 	ea, eb    jobboard.Actor // the employers (members) of a and b
 	candidate jobboard.Actor
@@ -85,7 +85,7 @@ func (bd board) expected(actor *jobboard.Actor, f jobboard.JobFilter, has func(t
 
 // walk follows the cursors from the first page to the last and returns every
 // id seen, checking each page on the way. between runs after every page.
-func walk(t *testing.T, db *postgres.DB, actor *jobboard.Actor, f jobboard.JobFilter, between func()) []int64 {
+func walk(t *testing.T, db *pgtest.DB, actor *jobboard.Actor, f jobboard.JobFilter, between func()) []int64 {
 	t.Helper()
 	var ids []int64
 	for pages := 0; ; pages++ {
@@ -190,7 +190,7 @@ func TestSearchJobsFilters(t *testing.T) {
 		for _, searchWalk := range []int{0, 1, 3} {
 			for _, limit := range []int{1, 4, 100} {
 				t.Run(fmt.Sprintf("%s/walk %d/limit %d", c.name, searchWalk, limit), func(t *testing.T) {
-					postgres.SetSearchWalk(bd.db, searchWalk)
+					postgres.SetSearchWalk(bd.db.DB, searchWalk)
 					f := c.f
 					f.Limit = limit
 					got := walk(t, bd.db, c.actor, f, nil)
@@ -201,7 +201,7 @@ func TestSearchJobsFilters(t *testing.T) {
 			}
 		}
 	}
-	postgres.SetSearchWalk(bd.db, 0)
+	postgres.SetSearchWalk(bd.db.DB, 0)
 	// The filters must actually select: most cases keep some jobs but not all.
 	if proper < len(cases)-10 {
 		t.Errorf("only %d of %d cases select a proper non-empty subset; the board does not exercise the filters", proper, len(cases))
@@ -294,16 +294,16 @@ func TestSearchJobsRefusesUnsearchableQueries(t *testing.T) {
 // every statement it ran, and returns how many rows of jobs their plans
 // read: the rows every scan of jobs returned or removed by a filter or a
 // recheck. It also returns the page.
-func rowsRead(t *testing.T, db *postgres.DB, f jobboard.JobFilter) (int, jobboard.JobListing) {
+func rowsRead(t *testing.T, db *pgtest.DB, f jobboard.JobFilter) (int, jobboard.JobListing) {
 	t.Helper()
 	type statement struct {
 		sql  string
 		args []any
 	}
 	var ran []statement
-	postgres.TraceSearch(db, func(sql string, args []any) { ran = append(ran, statement{sql, args}) })
+	postgres.TraceSearch(db.DB, func(sql string, args []any) { ran = append(ran, statement{sql, args}) })
 	page, err := db.SearchJobs(context.Background(), nil, f)
-	postgres.TraceSearch(db, nil)
+	postgres.TraceSearch(db.DB, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func rowsRead(t *testing.T, db *postgres.DB, f jobboard.JobFilter) (int, jobboar
 		var plan []struct {
 			Plan json.RawMessage `json:"Plan"`
 		}
-		err := db.Pool().QueryRow(context.Background(), "EXPLAIN (ANALYZE, FORMAT JSON) "+st.sql,
+		err := db.Pool.QueryRow(context.Background(), "EXPLAIN (ANALYZE, FORMAT JSON) "+st.sql,
 			append([]any{pgx.QueryExecModeExec}, st.args...)...).Scan(&plan)
 		if err != nil || len(plan) != 1 {
 			t.Fatalf("explain %+v: %v", f, err)

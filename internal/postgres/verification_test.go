@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
@@ -19,7 +18,7 @@ var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 // register registers a candidate through the store as the API does and
 // returns it with its verification event.
-func register(t *testing.T, db *postgres.DB, email string, p jobboard.VerificationPolicy, now time.Time) (jobboard.User, *jobboard.Event) {
+func register(t *testing.T, db *pgtest.DB, email string, p jobboard.VerificationPolicy, now time.Time) (jobboard.User, *jobboard.Event) {
 	t.Helper()
 	u, ev, err := db.Register(context.Background(), jobboard.Registration{
 		Email: email, Name: "Sam", Role: jobboard.RoleCandidate}, "hash", p, now)
@@ -31,7 +30,7 @@ func register(t *testing.T, db *postgres.DB, email string, p jobboard.Verificati
 
 // claimToken claims a verification event as the worker does and returns
 // the token of its link.
-func claimToken(t *testing.T, db *postgres.DB, ev jobboard.Event, lease time.Duration) jobboard.Claim {
+func claimToken(t *testing.T, db *pgtest.DB, ev jobboard.Event, lease time.Duration) jobboard.Claim {
 	t.Helper()
 	c, err := db.ClaimEvent(context.Background(), ev, lease)
 	if err != nil || c.Outcome != "" || !jobboard.ValidVerificationToken(c.Recipient.Token) {
@@ -51,7 +50,7 @@ func TestRegisterQueuesAVerificationEvent(t *testing.T) {
 		t.Fatalf("event %+v, want a valid verification event for user %d", ev, u.ID)
 	}
 	var payload []byte
-	if err := db.Pool().QueryRow(context.Background(), `SELECT payload FROM outbox WHERE event_id = $1`, ev.EventID).Scan(&payload); err != nil {
+	if err := db.Pool.QueryRow(context.Background(), `SELECT payload FROM outbox WHERE event_id = $1`, ev.EventID).Scan(&payload); err != nil {
 		t.Fatal(err)
 	}
 	if back, err := jobboard.DecodeEvent(payload); err != nil || !bytes.Equal(back.PayloadHash(), ev.PayloadHash()) {
@@ -81,7 +80,7 @@ func TestVerificationTokenIsSingleUseAndHashedAtRest(t *testing.T) {
 
 	var stored []byte
 	var asText string
-	if err := db.Pool().QueryRow(ctx, `SELECT token_hash, t::text FROM email_verification_tokens t WHERE event_id = $1`, ev.EventID).
+	if err := db.Pool.QueryRow(ctx, `SELECT token_hash, t::text FROM email_verification_tokens t WHERE event_id = $1`, ev.EventID).
 		Scan(&stored, &asText); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +202,7 @@ func TestVerificationClaimWithNothingToSend(t *testing.T) {
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 	u, ev := register(t, db, "done@example.com", jobboard.DefaultVerificationPolicy, t0)
-	pgtest.MarkVerified(t, db, u.ID)
+	pgtest.MarkVerified(t, db.Pool, u.ID)
 	c, err := db.ClaimEvent(ctx, *ev, time.Minute)
 	if err != nil || c.Outcome != jobboard.OutcomeAlreadyVerified {
 		t.Fatalf("ClaimEvent = %+v, %v; want already_verified", c, err)
@@ -284,7 +283,7 @@ func TestVerificationRequestsPerAccount(t *testing.T) {
 		t.Errorf("%d requests kept, want 3 (those older than the window deleted)", n)
 	}
 
-	pgtest.MarkVerified(t, db, u.ID)
+	pgtest.MarkVerified(t, db.Pool, u.ID)
 	_, err := db.RequestVerification(ctx, u.ID, p, t0.Add(2*time.Hour))
 	wantErr(t, err, jobboard.ErrAlreadyVerified)
 	_, err = db.RequestVerification(ctx, u.ID+1000, p, t0)
@@ -302,7 +301,7 @@ func TestVerificationRequestsPerAddress(t *testing.T) {
 	if _, err := db.RequestVerification(ctx, first.ID, p, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Pool().Exec(ctx, `DELETE FROM users WHERE id = $1`, first.ID); err != nil {
+	if _, err := db.Pool.Exec(ctx, `DELETE FROM users WHERE id = $1`, first.ID); err != nil {
 		t.Fatal(err)
 	}
 	second, ev := register(t, db, "SHARED@example.com", p, t0.Add(2*time.Minute))

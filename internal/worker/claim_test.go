@@ -68,7 +68,7 @@ func wantBackoff(t *testing.T, r *recordingRedeliverer, rec events.SQSMessage, l
 
 func execSQL(t *testing.T, e *workertest.Env, sql string, args ...any) {
 	t.Helper()
-	if _, err := e.DB.Pool().Exec(context.Background(), sql, args...); err != nil {
+	if _, err := e.Pool.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
@@ -199,7 +199,7 @@ func TestSessionTerminatedDuringSendSendsOnce(t *testing.T) {
 	var terminated atomic.Int64
 	killer := &workertest.FlakyMailer{Next: e.Sender, Fail: func(int, jobboard.StatusEmail) error {
 		var n int64
-		err := e.DB.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		err := e.Pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND application_name = $1`, name).Scan(&n)
 		if err != nil {
 			t.Errorf("terminate: %v", err)

@@ -162,7 +162,7 @@ func TestStatusChangeThroughTheAPIEmailsTheCandidateOnce(t *testing.T) {
 
 	// The relay published it and marked the outbox row.
 	var published bool
-	if err := e.DB.Pool().QueryRow(context.Background(),
+	if err := e.Pool.QueryRow(context.Background(),
 		`SELECT published_at IS NOT NULL FROM outbox WHERE event_id = $1`, eventID).Scan(&published); err != nil || !published {
 		t.Fatalf("outbox row of %s published = %v, %v; want published", eventID, published, err)
 	}

@@ -44,7 +44,7 @@ func newAccount(t *testing.T, e *workertest.Env) (jobboard.User, jobboard.Event)
 // storedTokenHashes returns the token hashes stored for the event.
 func storedTokenHashes(t *testing.T, e *workertest.Env, eventID string) [][]byte {
 	t.Helper()
-	rows, err := e.DB.Pool().Query(context.Background(),
+	rows, err := e.Pool.Query(context.Background(),
 		`SELECT token_hash FROM email_verification_tokens WHERE event_id = $1`, eventID)
 	if err != nil {
 		t.Fatal(err)
@@ -227,11 +227,11 @@ func TestVerificationEventWithNothingToSend(t *testing.T) {
 	e := workertest.New(t, workertest.Options{})
 	ctx := context.Background()
 	verified, verifiedEv := newAccount(t, e)
-	if _, err := e.DB.Pool().Exec(ctx, `UPDATE users SET email_verified_at = now() WHERE id = $1`, verified.ID); err != nil {
+	if _, err := e.Pool.Exec(ctx, `UPDATE users SET email_verified_at = now() WHERE id = $1`, verified.ID); err != nil {
 		t.Fatal(err)
 	}
 	gone, goneEv := newAccount(t, e)
-	if _, err := e.DB.Pool().Exec(ctx, `DELETE FROM users WHERE id = $1`, gone.ID); err != nil {
+	if _, err := e.Pool.Exec(ctx, `DELETE FROM users WHERE id = $1`, gone.ID); err != nil {
 		t.Fatal(err)
 	}
 	m := &workertest.FlakyMailer{Next: e.Sender}

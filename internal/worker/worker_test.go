@@ -273,7 +273,7 @@ func TestDeletedApplicationIsSkipped(t *testing.T) {
 	app := e.NewApp(t)
 	ev := app.Event()
 	e.SendBody(t, workertest.Body(t, ev))
-	if _, err := e.DB.Pool().Exec(context.Background(), `DELETE FROM applications WHERE id = $1`, app.ID); err != nil {
+	if _, err := e.Pool.Exec(context.Background(), `DELETE FROM applications WHERE id = $1`, app.ID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -324,7 +324,7 @@ func TestPoisonMessagesReachTheDLQ(t *testing.T) {
 		t.Errorf("DLQ bodies = %q, want %q", inDLQ, want)
 	}
 	var claims int
-	if err := e.DB.Pool().QueryRow(context.Background(), `SELECT count(*) FROM processed_events`).Scan(&claims); err != nil || claims != 0 {
+	if err := e.Pool.QueryRow(context.Background(), `SELECT count(*) FROM processed_events`).Scan(&claims); err != nil || claims != 0 {
 		t.Errorf("processed_events rows = %d, %v; want 0", claims, err)
 	}
 	for id, os := range outcomes(t, e.Logs) {
@@ -512,7 +512,7 @@ func TestPermanentRejectionIsRecordedNotRetried(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
 	app := e.NewApp(t)
-	if _, err := e.DB.Pool().Exec(context.Background(), `UPDATE users SET email = $2 WHERE id = $1`,
+	if _, err := e.Pool.Exec(context.Background(), `UPDATE users SET email = $2 WHERE id = $1`,
 		app.Candidate.UserID, "Sam <"+app.CandidateEmail+">"); err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +584,7 @@ func TestLockTimeoutFailsTheRecord(t *testing.T) {
 
 	// Two applications: a failed record holds back its application's next.
 	held, free := app.Event(), e.NewApp(t).Event()
-	tx, err := e.DB.Pool().Begin(ctx)
+	tx, err := e.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 //
 // The server is the one named by TEST_DATABASE_URL, else DATABASE_URL, else
 // postgres://postgres@127.0.0.1:5432/postgres. The test harness
-// (scripts/with-postgres.sh) sets DATABASE_URL when it starts a throwaway
+// (.ci/with-postgres.sh) sets DATABASE_URL when it starts a throwaway
 // cluster. This is the one package outside main that reads the environment:
 // it only ever runs inside tests.
 package pgtest
@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver that pgtestdb opens
 	"github.com/peterldowns/pgtestdb"
 
@@ -59,15 +60,56 @@ func NewURL(tb testing.TB) string {
 	return pgtestdb.Custom(tb, conf, migrator{}).URL()
 }
 
-// NewDB returns a store over a fresh migrated database, closed when tb ends.
-func NewDB(tb testing.TB) *postgres.DB {
+// DB is a test's fresh database: the store over it, and Pool, a raw pool
+// over the same database for what a test does behind the store's back
+// (ageing rows, counting them, injecting states that the store never
+// makes). The store itself has no such door: code outside tests reaches the
+// database only through its methods.
+type DB struct {
+	*postgres.DB
+	Pool *pgxpool.Pool
+	URL  string
+}
+
+// NewDB returns a store over a fresh migrated database, with a raw pool
+// over it, both closed when tb ends.
+func NewDB(tb testing.TB) *DB {
 	tb.Helper()
-	db, err := postgres.Open(context.Background(), NewURL(tb))
+	return Open(tb, NewURL(tb))
+}
+
+// Open returns a store over the database at url, with a raw pool over it,
+// both closed when tb ends; options adjust the store's pool as they do
+// postgres.Open's (the raw pool keeps the URL's settings). It fails tb if
+// the database does not answer.
+func Open(tb testing.TB, url string, options ...func(*pgxpool.Config)) *DB {
+	tb.Helper()
+	db, err := postgres.Open(context.Background(), url, options...)
 	if err != nil {
 		tb.Fatalf("open test database: %v", err)
 	}
 	tb.Cleanup(db.Close)
-	return db
+	return &DB{DB: db, Pool: Pool(tb, url), URL: url}
+}
+
+// Pool returns a raw pool over the database at url, closed when tb ends;
+// options adjust its configuration as they do postgres.Open's. It connects
+// at its first use, and fails tb if the URL does not parse.
+func Pool(tb testing.TB, url string, options ...func(*pgxpool.Config)) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		tb.Fatalf("parse database url: %v", err)
+	}
+	for _, o := range options {
+		o(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("create pool: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
 }
 
 // migrator adapts schema.Migrate to pgtestdb: the template's name is a hash
@@ -99,9 +141,9 @@ const markVerifiedSQL = `UPDATE users SET email_verified_at = now() WHERE id = A
 // the link of a verification email: a fixture for tests whose subject is
 // not verification (the tests of verification follow the link). It fails
 // tb unless every user exists.
-func MarkVerified(tb testing.TB, db *postgres.DB, userIDs ...int64) {
+func MarkVerified(tb testing.TB, pool *pgxpool.Pool, userIDs ...int64) {
 	tb.Helper()
-	tag, err := db.Pool().Exec(context.Background(), markVerifiedSQL, userIDs)
+	tag, err := pool.Exec(context.Background(), markVerifiedSQL, userIDs)
 	if err != nil {
 		tb.Fatalf("mark users %v verified: %v", userIDs, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/localaws"
@@ -47,9 +48,11 @@ const VerifyEmailURL = "https://app.example/verify-email?lang=en"
 // Env is one test's pipeline.
 type Env struct {
 	// URL is the test database's; DB is a store over it with the worker's
-	// session settings (lock_timeout 5s, idle_in_transaction 60s).
-	URL string
-	DB  *postgres.DB
+	// session settings (lock_timeout 5s, idle_in_transaction 60s); Pool is a
+	// raw pool over it, for what tests do behind the store's back.
+	URL  string
+	DB   *postgres.DB
+	Pool *pgxpool.Pool
 
 	SQS              *sqs.Client
 	QueueURL, DLQURL string
@@ -84,6 +87,7 @@ func New(tb testing.TB, o Options) *Env {
 	ctx := context.Background()
 	e := &Env{URL: pgtest.NewURL(tb), Logs: &LogBuffer{}}
 	e.DB = OpenWorkerDB(tb, e.URL)
+	e.Pool = pgtest.Pool(tb, e.URL)
 
 	e.SQS = localaws.NewSQSClient(localaws.SQS(tb).Endpoint)
 	name := fmt.Sprintf("status-%d-%d", time.Now().UnixNano(), queueSeq.Add(1))
@@ -187,7 +191,7 @@ func (e *Env) newApp(tb testing.TB, verified bool) App {
 	}
 	emp := jobboard.Actor{UserID: employer.ID, Role: employer.Role}
 	if verified {
-		pgtest.MarkVerified(tb, e.DB, candidate.ID)
+		pgtest.MarkVerified(tb, e.Pool, candidate.ID)
 	}
 	cand := jobboard.Actor{UserID: candidate.ID, Role: candidate.Role}
 	company, err := e.DB.CreateCompany(ctx, emp, jobboard.NewCompany{Name: "Acme " + tag})
@@ -365,7 +369,7 @@ type Claim struct {
 // Claims returns the claim rows of an event id (zero or one).
 func (e *Env) Claims(tb testing.TB, eventID string) []Claim {
 	tb.Helper()
-	rows, err := e.DB.Pool().Query(context.Background(),
+	rows, err := e.Pool.Query(context.Background(),
 		`SELECT event_id, coalesce(outcome, ''), attempts FROM processed_events WHERE event_id = $1`, eventID)
 	if err != nil {
 		tb.Fatal(err)
