@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/jobboard/jobboard/internal/localaws"
-	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
 )
 
@@ -116,7 +115,7 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	dbURL, err := postgres.EnsureDatabase(ctx, cfg.ServerURL, cfg.Database)
+	dbURL, err := ensureDatabase(ctx, cfg.ServerURL, cfg.Database)
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,6 @@ const (
 	uniqueViolation     = "23505"
 	foreignKeyViolation = "23503"
 	lockNotAvailable    = "55P03"
-	duplicateDatabase   = "42P04"
 	queryCanceled       = "57014"
 )
 
