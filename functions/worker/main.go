@@ -44,6 +44,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/awsenv"
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/localaws/eventsource"
 	"github.com/jobboard/jobboard/internal/mail"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/queue"
@@ -169,7 +170,7 @@ type wiring struct {
 	// poller plays the Lambda event source mapping outside Lambda: batches
 	// of up to ten from STATUS_EVENTS_QUEUE_URL, failures left for
 	// redelivery.
-	poller *queue.Poller
+	poller *eventsource.Poller
 	// close releases the database pool.
 	close func()
 }
@@ -228,7 +229,7 @@ func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (*
 	}
 	return &wiring{
 		handler: h,
-		poller: &queue.Poller{
+		poller: &eventsource.Poller{
 			Client:         sqsClient,
 			QueueURL:       s.queueURL,
 			Handler:        h.Handle,

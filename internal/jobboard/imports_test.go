@@ -13,18 +13,22 @@ const module = "github.com/jobboard/jobboard/"
 // from the adapters to the domain. Composition roots (functions/*,
 // internal/devstack, internal/cmd/*) wire everything and are not listed.
 var allowedInternal = map[string][]string{
-	"internal/jobboard":        {},
-	"internal/postgres":        {"internal/jobboard"},
-	"internal/httpapi":         {"internal/jobboard"},
-	"internal/queue":           {"internal/jobboard"},
-	"internal/mail":            {"internal/jobboard"},
-	"internal/worker":          {"internal/jobboard", "internal/emf"},
-	"internal/outbox":          {"internal/jobboard", "internal/emf"},
-	"internal/emf":             {},
-	"internal/localaws":        {},
-	"internal/secret":          {},
-	"internal/awsenv":          {},
-	"internal/postgres/schema": {},
+	"internal/jobboard": {},
+	"internal/postgres": {"internal/jobboard"},
+	"internal/httpapi":  {"internal/jobboard"},
+	"internal/queue":    {"internal/jobboard"},
+	"internal/mail":     {"internal/jobboard"},
+	"internal/worker":   {"internal/jobboard", "internal/emf"},
+	"internal/outbox":   {"internal/jobboard", "internal/emf"},
+	"internal/emf":      {},
+	"internal/localaws": {},
+	// The local stand-in for the Lambda event source mapping: linked into
+	// the worker for its local mode, so it must not pull in the stand-ins'
+	// launchers and test helpers (package localaws).
+	"internal/localaws/eventsource": {},
+	"internal/secret":               {},
+	"internal/awsenv":               {},
+	"internal/postgres/schema":      {},
 }
 
 // The domain imports only the standard library, and no adapter imports

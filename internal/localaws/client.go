@@ -100,3 +100,29 @@ func QueueARN(ctx context.Context, client *sqs.Client, url string) (string, erro
 	}
 	return arn, nil
 }
+
+// depthAttributes are the counts whose sum is a queue's depth.
+var depthAttributes = []types.QueueAttributeName{
+	types.QueueAttributeNameApproximateNumberOfMessages,
+	types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+}
+
+// QueueDepth returns the messages of the queue at url: visible, in flight
+// and delayed. Errors: the request failed, or a count is missing or not a
+// number.
+func QueueDepth(ctx context.Context, client *sqs.Client, url string) (int, error) {
+	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: depthAttributes})
+	if err != nil {
+		return 0, fmt.Errorf("depth of queue %s: %w", url, err)
+	}
+	total := 0
+	for _, k := range depthAttributes {
+		n, err := strconv.Atoi(out.Attributes[string(k)])
+		if err != nil {
+			return 0, fmt.Errorf("depth of queue %s: %s = %q", url, k, out.Attributes[string(k)])
+		}
+		total += n
+	}
+	return total, nil
+}

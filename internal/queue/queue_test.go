@@ -70,27 +70,13 @@ func receiveAll(t *testing.T, client *sqs.Client, url string, want int) []types.
 	return got
 }
 
-// queueDepth returns the number of visible plus in-flight messages.
+// queueDepth returns the messages of the queue, visible, in flight or
+// delayed.
 func queueDepth(t *testing.T, client *sqs.Client, url string) int {
 	t.Helper()
-	out, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(url),
-		AttributeNames: []types.QueueAttributeName{
-			types.QueueAttributeNameApproximateNumberOfMessages,
-			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-			types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
-		},
-	})
+	n, err := localaws.QueueDepth(context.Background(), client, url)
 	if err != nil {
-		t.Fatalf("GetQueueAttributes: %v", err)
-	}
-	n := 0
-	for _, v := range out.Attributes {
-		var i int
-		if _, err := fmt.Sscan(v, &i); err != nil {
-			t.Fatalf("attribute %q: %v", v, err)
-		}
-		n += i
+		t.Fatal(err)
 	}
 	return n
 }

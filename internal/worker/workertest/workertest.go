@@ -31,6 +31,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/localaws"
+	"github.com/jobboard/jobboard/internal/localaws/eventsource"
 	"github.com/jobboard/jobboard/internal/mail"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
@@ -142,8 +143,8 @@ func (e *Env) Handler(tb testing.TB, m jobboard.Mailer, adjust ...func(*worker.C
 
 // Poller returns a poller of the Env's queue that invokes h, with short
 // long-polls so that tests stay quick.
-func (e *Env) Poller(h *worker.Handler) *queue.Poller {
-	return &queue.Poller{Client: e.SQS, QueueURL: e.QueueURL, Handler: h.Handle, WaitTimeSeconds: 1}
+func (e *Env) Poller(h *worker.Handler) *eventsource.Poller {
+	return &eventsource.Poller{Client: e.SQS, QueueURL: e.QueueURL, Handler: h.Handle, WaitTimeSeconds: 1}
 }
 
 // Publisher returns a queue.Publisher to the Env's queue.
@@ -338,7 +339,7 @@ func (e *Env) Depth(tb testing.TB, queueURL string) int {
 
 // Drain polls the queue with p until it is empty (nothing visible or in
 // flight), failing tb after timeout.
-func (e *Env) Drain(tb testing.TB, p *queue.Poller, timeout time.Duration) {
+func (e *Env) Drain(tb testing.TB, p *eventsource.Poller, timeout time.Duration) {
 	tb.Helper()
 	Eventually(tb, timeout, "queue drained", func() bool {
 		if _, _, err := p.PollOnce(context.Background()); err != nil {

@@ -1,4 +1,13 @@
-package queue
+// Package eventsource plays the part of the Lambda SQS event source mapping
+// outside Lambda: Poller receives batches from a queue, hands them to a
+// Lambda SQS handler as Lambda would, and deletes what the handler did not
+// report as failed. The worker's local mode (`make dev`, `make chaos`) and
+// the tests of the pipeline use it; on AWS, Lambda itself polls.
+//
+// It stands beside the SQS and SES stand-ins of package localaws, but apart
+// from them, so that the worker binary, which links it for its local mode,
+// links nothing of the stand-ins' launchers or test helpers.
+package eventsource
 
 import (
 	"context"
@@ -22,6 +31,9 @@ import (
 // names no record of the batch (Lambda treats that as a failed batch too).
 // Nothing was deleted; every message comes back after its visibility timeout.
 var ErrBatchFailed = errors.New("handler failed the whole batch")
+
+// maxBatch is the most messages one ReceiveMessage returns.
+const maxBatch = 10
 
 // deleteTimeout bounds the delete after a batch, which ignores cancellation.
 const deleteTimeout = 10 * time.Second
@@ -77,9 +89,9 @@ func (p *Poller) PollOnce(ctx context.Context) (received, failed int, err error)
 	maxMessages := p.MaxMessages
 	switch {
 	case maxMessages == 0:
-		maxMessages = MaxBatch
-	case maxMessages < 1 || maxMessages > MaxBatch:
-		return 0, 0, fmt.Errorf("poll: MaxMessages %d is not between 1 and %d", maxMessages, MaxBatch)
+		maxMessages = maxBatch
+	case maxMessages < 1 || maxMessages > maxBatch:
+		return 0, 0, fmt.Errorf("poll: MaxMessages %d is not between 1 and %d", maxMessages, maxBatch)
 	}
 	wait := p.WaitTimeSeconds
 	switch {

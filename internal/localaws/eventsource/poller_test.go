@@ -1,14 +1,16 @@
-package queue_test
+package eventsource_test
 
 import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,8 +21,58 @@ import (
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/localaws"
+	"github.com/jobboard/jobboard/internal/localaws/eventsource"
 	"github.com/jobboard/jobboard/internal/queue"
 )
+
+// testQueue is a queue and its DLQ on the shared SQS stand-in.
+type testQueue struct {
+	client   *sqs.Client
+	url, dlq string
+}
+
+// newQueue creates a queue of its own for the test (visibility timeout in
+// seconds, maxReceiveCount before the DLQ).
+func newQueue(t *testing.T, visibility, maxReceives int) testQueue {
+	t.Helper()
+	q := localaws.NewTestQueue(t, visibility, maxReceives)
+	return testQueue{client: q.Client, url: q.URL, dlq: q.DLQURL}
+}
+
+var eventSeq atomic.Int64
+
+// newEvent returns a valid status event with a fresh event_id.
+func newEvent(newStatus jobboard.ApplicationStatus) jobboard.Event {
+	n := eventSeq.Add(1)
+	return jobboard.Event{
+		Type:          jobboard.EventTypeStatusChanged,
+		EventID:       fmt.Sprintf("00000000-0000-4000-8000-%012d", n),
+		OccurredAt:    time.Date(2026, 12, 2, 10, 0, 0, int(n)*1000, time.UTC),
+		ApplicationID: n,
+		OldStatus:     jobboard.StatusSubmitted,
+		NewStatus:     newStatus,
+	}
+}
+
+// publish sends evs in the wire form the outbox uses.
+func publish(t *testing.T, q testQueue, evs ...jobboard.Event) {
+	t.Helper()
+	accepted, err := queue.NewPublisher(q.client, q.url).Publish(context.Background(), evs)
+	if err != nil || len(accepted) != len(evs) {
+		t.Fatalf("Publish = %v, %v", accepted, err)
+	}
+}
+
+// queueDepth returns the messages of the queue, visible, in flight or
+// delayed.
+func queueDepth(t *testing.T, client *sqs.Client, url string) int {
+	t.Helper()
+	n, err := localaws.QueueDepth(context.Background(), client, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
 
 // recorder is a handler that remembers every record it saw and fails the
 // ones its fail function picks.
@@ -65,24 +117,16 @@ func (r *recorder) seen() []events.SQSMessage {
 }
 
 // pollUntil runs PollOnce until cond holds, failing t after a deadline.
-func pollUntil(t *testing.T, p *queue.Poller, cond func() bool) {
+func pollUntil(t *testing.T, p *eventsource.Poller, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not reached before the deadline")
 		}
-		if _, _, err := p.PollOnce(context.Background()); err != nil && !errors.Is(err, queue.ErrBatchFailed) {
+		if _, _, err := p.PollOnce(context.Background()); err != nil && !errors.Is(err, eventsource.ErrBatchFailed) {
 			t.Fatalf("PollOnce: %v", err)
 		}
-	}
-}
-
-func publish(t *testing.T, q testQueue, evs ...jobboard.Event) {
-	t.Helper()
-	accepted, err := queue.NewPublisher(q.client, q.url).Publish(context.Background(), evs)
-	if err != nil || len(accepted) != len(evs) {
-		t.Fatalf("Publish = %v, %v", accepted, err)
 	}
 }
 
@@ -94,7 +138,7 @@ func TestPollerBuildsLambdaRecordsAndDeletesSuccesses(t *testing.T) {
 	publish(t, q, evs...)
 
 	rec := &recorder{}
-	p := &queue.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1, HandlerTimeout: time.Minute, FunctionName: "worker"}
+	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1, HandlerTimeout: time.Minute, FunctionName: "worker"}
 	pollUntil(t, p, func() bool { return len(rec.seen()) >= len(evs) })
 
 	arn, err := localaws.QueueARN(context.Background(), q.client, q.url)
@@ -162,7 +206,7 @@ func TestPollerRedeliversOnlyFailedRecords(t *testing.T) {
 	publish(t, q, good, bad)
 
 	rec := &recorder{fail: func(m events.SQSMessage) bool { return strings.Contains(m.Body, bad.EventID) }}
-	p := &queue.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1}
+	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1}
 	countOf := func(id string) []string {
 		var counts []string
 		for _, r := range rec.seen() {
@@ -199,8 +243,8 @@ func TestPollerHandlerErrorDeletesNothing(t *testing.T) {
 
 	boom := errors.New("database unreachable")
 	rec := &recorder{err: boom}
-	var log lines
-	p := &queue.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1, Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	var log strings.Builder
+	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1, Logger: slog.New(slog.NewTextHandler(&log, nil))}
 
 	var received, failed int
 	var err error
@@ -212,15 +256,15 @@ func TestPollerHandlerErrorDeletesNothing(t *testing.T) {
 		var r, f int
 		r, f, err = p.PollOnce(context.Background())
 		received, failed = received+r, failed+f
-		if r > 0 && (!errors.Is(err, queue.ErrBatchFailed) || !errors.Is(err, boom)) {
+		if r > 0 && (!errors.Is(err, eventsource.ErrBatchFailed) || !errors.Is(err, boom)) {
 			t.Fatalf("PollOnce error = %v, want ErrBatchFailed wrapping the handler's", err)
 		}
 	}
 	if failed != received {
 		t.Errorf("failed = %d, want all %d", failed, received)
 	}
-	if !strings.Contains(log.b.String(), "level=ERROR") || !strings.Contains(log.b.String(), boom.Error()) {
-		t.Errorf("handler error not logged:\n%s", log.b.String())
+	if !strings.Contains(log.String(), "level=ERROR") || !strings.Contains(log.String(), boom.Error()) {
+		t.Errorf("handler error not logged:\n%s", log.String())
 	}
 
 	// Both come back, with their receive count raised.
@@ -247,7 +291,7 @@ func TestPollerUnknownItemIdentifierFailsTheBatch(t *testing.T) {
 			publish(t, q, evs...)
 
 			rec := &recorder{badID: badID}
-			p := &queue.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1, MaxMessages: 10}
+			p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1, MaxMessages: 10}
 			deadline := time.Now().Add(15 * time.Second)
 			for received := 0; received < len(evs); {
 				if time.Now().After(deadline) {
@@ -255,7 +299,7 @@ func TestPollerUnknownItemIdentifierFailsTheBatch(t *testing.T) {
 				}
 				r, f, err := p.PollOnce(context.Background())
 				received += r
-				if r > 0 && (f != r || !errors.Is(err, queue.ErrBatchFailed) || !strings.Contains(err.Error(), "itemIdentifier")) {
+				if r > 0 && (f != r || !errors.Is(err, eventsource.ErrBatchFailed) || !strings.Contains(err.Error(), "itemIdentifier")) {
 					t.Fatalf("PollOnce = %d, %d, %v; want all failed with ErrBatchFailed naming the itemIdentifier", r, f, err)
 				}
 			}
@@ -288,7 +332,7 @@ func TestPollerPoisonMessageReachesTheDLQUnchanged(t *testing.T) {
 		_, err := jobboard.DecodeEvent([]byte(m.Body))
 		return errors.Is(err, jobboard.ErrMalformedEvent)
 	}}
-	p := &queue.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1}
+	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1}
 	var inDLQ []string
 	pollUntil(t, p, func() bool {
 		out, err := q.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.dlq), MaxNumberOfMessages: 10})
@@ -324,7 +368,7 @@ func TestPollerRunUntilCancelled(t *testing.T) {
 		return events.SQSEventResponse{}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &queue.Poller{Client: q.client, QueueURL: q.url, Handler: handler, WaitTimeSeconds: 1, MaxMessages: 2}
+	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: handler, WaitTimeSeconds: 1, MaxMessages: 2}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 
@@ -355,7 +399,7 @@ func TestPollerConfigurationErrors(t *testing.T) {
 	t.Parallel()
 	q := newQueue(t, 30, 5)
 	handler := (&recorder{}).handle
-	tests := map[string]*queue.Poller{
+	tests := map[string]*eventsource.Poller{
 		"no client":      {QueueURL: q.url, Handler: handler},
 		"no queue":       {Client: q.client, Handler: handler},
 		"no handler":     {Client: q.client, QueueURL: q.url},
@@ -365,7 +409,7 @@ func TestPollerConfigurationErrors(t *testing.T) {
 			QueueURL: localaws.SQS(t).Endpoint + "/000000000000/no-such-queue", Handler: handler},
 	}
 	for name, p := range tests {
-		if _, _, err := p.PollOnce(context.Background()); err == nil || errors.Is(err, queue.ErrBatchFailed) {
+		if _, _, err := p.PollOnce(context.Background()); err == nil || errors.Is(err, eventsource.ErrBatchFailed) {
 			t.Errorf("%s: PollOnce error = %v, want a configuration or SQS error", name, err)
 		}
 	}
@@ -383,14 +427,14 @@ func TestPollerHandlerPanicFailsTheBatch(t *testing.T) {
 		}
 		return events.SQSEventResponse{}, nil
 	}
-	p := &queue.Poller{Client: q.client, QueueURL: q.url, Handler: handler, WaitTimeSeconds: 1}
+	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: handler, WaitTimeSeconds: 1}
 	deadline := time.Now().Add(15 * time.Second)
 	for calls < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the message did not come back before the deadline")
 		}
 		r, f, err := p.PollOnce(context.Background())
-		if calls == 1 && r == 1 && (f != 1 || !errors.Is(err, queue.ErrBatchFailed) || !strings.Contains(err.Error(), "nil map")) {
+		if calls == 1 && r == 1 && (f != 1 || !errors.Is(err, eventsource.ErrBatchFailed) || !strings.Contains(err.Error(), "nil map")) {
 			t.Fatalf("PollOnce after a panic = %d, %d, %v; want the batch failed with the panic's value", r, f, err)
 		}
 	}
