@@ -35,12 +35,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobboard/jobboard/internal/awsenv"
+	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/secret"
@@ -75,8 +74,10 @@ const (
 // 10 s timeout, far above any search served by an index.
 const defaultStatementTimeout = 5 * time.Second
 
-// config is what run reads from the environment.
+// config is what run reads from the environment (loadConfig), and the
+// secrets it looks up before it serves (loadDatabaseURL, loadJWTSecret).
 type config struct {
+	function.Settings
 	databaseURL      string
 	statementTimeout time.Duration
 	// dbCredentials keep the user and password of new connections current
@@ -85,26 +86,26 @@ type config struct {
 	// tokenKeys gives the JWT signing keys, current and previous.
 	tokenKeys httpapi.TokenKeySource
 	port      string
-	logLevel  slog.Level
-	lambda    bool
+	// queueURL is where committed status events are published right away;
+	// empty: they wait in the outbox for the sweeper.
+	queueURL string
 	// corsOrigins, publicMaxAge and staleWhileRevalidate are the HTTP
 	// settings of httpapi.Config of the same names.
 	corsOrigins                        []string
 	publicMaxAge, staleWhileRevalidate time.Duration
-	// aws is the AWS configuration, loaded once for every client the
-	// function makes (Secrets Manager, SQS).
-	aws aws.Config
-	// getenv is kept for the pieces that read their own settings (the
-	// event relay's queue).
-	getenv func(string) string
 }
 
-// loadConfig reads the plain settings; the secrets come from loadSecrets.
+// loadConfig reads the plain settings; the secrets come from
+// loadDatabaseURL and loadJWTSecret.
 func loadConfig(getenv func(string) string) (config, error) {
+	shared, err := function.Load(getenv)
+	if err != nil {
+		return config{}, err
+	}
 	c := config{
-		port:   getenv("PORT"),
-		lambda: getenv("AWS_LAMBDA_RUNTIME_API") != "",
-		getenv: getenv,
+		Settings: shared,
+		port:     getenv("PORT"),
+		queueURL: getenv("STATUS_EVENTS_QUEUE_URL"),
 	}
 	if c.port == "" {
 		c.port = "8080"
@@ -116,11 +117,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("DATABASE_STATEMENT_TIMEOUT %q: want a duration of at least 1ms, such as 5s", v)
 		}
 		c.statementTimeout = d
-	}
-	if lvl := getenv("LOG_LEVEL"); lvl != "" {
-		if err := c.logLevel.UnmarshalText([]byte(lvl)); err != nil {
-			return c, fmt.Errorf("LOG_LEVEL: %w", err)
-		}
 	}
 	origins, err := httpapi.ParseAllowedOrigins(getenv("CORS_ALLOWED_ORIGINS"))
 	if err != nil {
@@ -151,8 +147,8 @@ func cacheDuration(name, v string) (time.Duration, error) {
 
 // loadDatabaseURL sets the database URL: DATABASE_URL, or on AWS the secret
 // named by DATABASE_SECRET_ARN.
-func (c *config) loadDatabaseURL(ctx context.Context, newClient func() (secret.Getter, error)) error {
-	u, creds, err := secret.Database(ctx, c.getenv, newClient)
+func (c *config) loadDatabaseURL(ctx context.Context, getenv func(string) string, newClient func() (secret.Getter, error)) error {
+	u, creds, err := secret.Database(ctx, getenv, newClient)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
@@ -166,9 +162,9 @@ func (c *config) loadDatabaseURL(ctx context.Context, newClient func() (secret.G
 // missing or malformed secret fails the cold start. Locally, when neither
 // is set, a random key is made (tokens then do not survive a restart); in
 // Lambda that is an error.
-func (c *config) loadJWTSecret(ctx context.Context, newClient func() (secret.Getter, error), logger *slog.Logger) error {
-	src, err := secret.NewJWTKeySource(c.getenv, newClient)
-	if errors.Is(err, secret.ErrNotConfigured) && !c.lambda {
+func (c *config) loadJWTSecret(ctx context.Context, getenv func(string) string, newClient func() (secret.Getter, error), logger *slog.Logger) error {
+	src, err := secret.NewJWTKeySource(getenv, newClient)
+	if errors.Is(err, secret.ErrNotConfigured) && !c.Lambda {
 		logger.WarnContext(ctx, "JWT_SECRET is not set: using a random key, so tokens will not survive a restart")
 		key := rand.Text() + rand.Text()
 		src, err = secret.NewJWTKeySource(func(string) string { return key }, newClient)
@@ -220,17 +216,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.logLevel}))
-	cfg.aws = awsenv.Load(getenv)
-	secrets := secret.NewClient(cfg.aws) // used only when a secret comes from Secrets Manager
-	if err := cfg.loadDatabaseURL(ctx, secrets); err != nil {
+	logger := cfg.Logger(stdout)
+	secrets := secret.NewClient(cfg.AWS) // used only when a secret comes from Secrets Manager
+	if err := cfg.loadDatabaseURL(ctx, getenv, secrets); err != nil {
 		return err
 	}
-
-	if err := cfg.loadJWTSecret(ctx, secrets, logger); err != nil {
+	if err := cfg.loadJWTSecret(ctx, getenv, secrets, logger); err != nil {
 		return err
 	}
-	if cfg.lambda {
+	if cfg.Lambda {
 		return runLambda(ctx, cfg, logger)
 	}
 	return serveLocal(ctx, cfg, logger)
@@ -247,7 +241,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 	if err != nil {
 		return nil, nil, err
 	}
-	relay := eventRelay(ctx, cfg.getenv, cfg.aws, db, logger)
+	relay := eventRelay(ctx, cfg.queueURL, cfg.AWS, db, logger)
 	h = httpapi.NewServer(httpapi.Config{
 		RequestID:    gatewayRequestID,
 		Users:        db,

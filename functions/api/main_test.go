@@ -203,7 +203,7 @@ func TestSampleEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	key := []byte(strings.Repeat("k", 32))
-	cfg := config{databaseURL: pgtest.NewURL(t), getenv: env(nil),
+	cfg := config{databaseURL: pgtest.NewURL(t),
 		tokenKeys: func(context.Context, bool) (httpapi.TokenKeys, error) { return httpapi.TokenKeys{Current: key}, nil }}
 	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -14,13 +14,12 @@ import (
 )
 
 // eventRelay returns the relay that publishes a committed status event to
-// the queue at STATUS_EVENTS_QUEUE_URL right after the change, and marks its
-// outbox row published. Without a queue URL it returns nil: the API then
-// runs without the fast path, and the sweeper publishes every outbox row.
-// AWS_ENDPOINT_URL_SQS points the SDK at a local stand-in (standard SDK
-// configuration, no special branch).
-func eventRelay(ctx context.Context, getenv func(string) string, awsCfg aws.Config, db *postgres.DB, logger *slog.Logger) jobboard.EventRelay {
-	queueURL := getenv("STATUS_EVENTS_QUEUE_URL")
+// the queue at queueURL (STATUS_EVENTS_QUEUE_URL) right after the change,
+// and marks its outbox row published. Without a queue URL it returns nil:
+// the API then runs without the fast path, and the sweeper publishes every
+// outbox row. AWS_ENDPOINT_URL_SQS points the SDK at a local stand-in
+// (standard SDK configuration, no special branch).
+func eventRelay(ctx context.Context, queueURL string, awsCfg aws.Config, db *postgres.DB, logger *slog.Logger) jobboard.EventRelay {
 	if queueURL == "" {
 		logger.WarnContext(ctx, "STATUS_EVENTS_QUEUE_URL is not set: status events wait in the outbox for the sweeper")
 		return nil

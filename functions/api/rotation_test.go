@@ -60,14 +60,15 @@ func TestRotatedDatabasePasswordReachesAWarmSandbox(t *testing.T) {
 
 	sm := secrettest.New(t)
 	sm.Put(databaseSecretARN, rdsSecret(server, "jobboard_app", "one"), time.Now())
-	cfg, err := loadConfig(env(map[string]string{"DATABASE_SECRET_ARN": databaseSecretARN, "JWT_SECRET": strings.Repeat("k", 32)}))
+	getenv := env(map[string]string{"DATABASE_SECRET_ARN": databaseSecretARN, "JWT_SECRET": strings.Repeat("k", 32)})
+	cfg, err := loadConfig(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.loadDatabaseURL(ctx, sm.NewClient()); err != nil {
+	if err := cfg.loadDatabaseURL(ctx, getenv, sm.NewClient()); err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.loadJWTSecret(ctx, sm.NewClient(), slog.New(slog.DiscardHandler)); err != nil {
+	if err := cfg.loadJWTSecret(ctx, getenv, sm.NewClient(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	clk := &struct{ now time.Time }{time.Now()}
@@ -156,11 +157,12 @@ func TestJWTKeyRotationWindow(t *testing.T) {
 	rotatedAt := time.Now().Add(-time.Minute)
 	sm.Put(arn, strings.Repeat("a", 64), rotatedAt.Add(-24*time.Hour))
 	sm.Put(arn, strings.Repeat("b", 64), rotatedAt)
-	cfg, err := loadConfig(env(map[string]string{"JWT_SECRET_ARN": arn}))
+	getenv := env(map[string]string{"JWT_SECRET_ARN": arn})
+	cfg, err := loadConfig(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.loadJWTSecret(ctx, sm.NewClient(), slog.New(slog.DiscardHandler)); err != nil {
+	if err := cfg.loadJWTSecret(ctx, getenv, sm.NewClient(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	keys, err := cfg.tokenKeys(ctx, false)

@@ -13,8 +13,8 @@
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
 // mode only); SWEEP_GRACE (how long a fresh row is left to the API's relay,
 // default 30s; the chaos harness shortens it). AWS settings come from the
-// environment (internal/awsenv); AWS_ENDPOINT_URL_SQS points the client at
-// a local stand-in.
+// environment (internal/function, internal/awsenv); AWS_ENDPOINT_URL_SQS
+// points the client at a local stand-in.
 package main
 
 import (
@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,7 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobboard/jobboard/internal/awsenv"
+	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/outbox"
 	"github.com/jobboard/jobboard/internal/postgres"
@@ -53,21 +52,27 @@ func main() {
 
 // settings is what run reads from the environment.
 type settings struct {
+	function.Settings
 	queueURL  string
 	retention time.Duration
 	grace     time.Duration
-	logLevel  slog.Level
+	// interval is the local mode's time between sweeps.
+	interval time.Duration
 }
 
+// loadSettings reads the settings; the error names every variable that is
+// missing or malformed.
 func loadSettings(getenv func(string) string) (settings, error) {
+	shared, err := function.Load(getenv)
 	s := settings{
+		Settings: shared,
 		queueURL: getenv("STATUS_EVENTS_QUEUE_URL"),
+		interval: defaultSweepInterval,
 	}
-	var problems []error
+	problems := []error{err}
 	if s.queueURL == "" {
 		problems = append(problems, errors.New("STATUS_EVENTS_QUEUE_URL is not set"))
 	}
-	var err error
 	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
 		problems = append(problems, fmt.Errorf("RETENTION_DAYS: %w", err))
 	}
@@ -78,10 +83,13 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		}
 		s.grace = d
 	}
-	if lvl := getenv("LOG_LEVEL"); lvl != "" {
-		if err := s.logLevel.UnmarshalText([]byte(lvl)); err != nil {
-			problems = append(problems, fmt.Errorf("LOG_LEVEL: %w", err))
+	// Only the local mode sweeps on a timer; in Lambda the schedule does.
+	if v := getenv("SWEEP_INTERVAL"); v != "" && !s.Lambda {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			problems = append(problems, fmt.Errorf("SWEEP_INTERVAL = %q: want a positive duration such as 30s", v))
 		}
+		s.interval = d
 	}
 	return s, errors.Join(problems...)
 }
@@ -90,37 +98,33 @@ func loadSettings(getenv func(string) string) (settings, error) {
 // template.yaml.
 const defaultSweepInterval = time.Minute
 
-// run is main without the process: it wires the sweeper and hands it to the
-// Lambda runtime, which does not return, or outside Lambda sweeps on a
-// timer until ctx ends.
+// run is main without the process: it reads the settings, wires the
+// sweeper and hands it to the Lambda runtime, which does not return, or
+// outside Lambda sweeps on a timer until ctx ends.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) > 1 {
 		return fmt.Errorf("unknown command %q: the sweeper takes none", args[1])
 	}
-	sw, closeDB, err := setup(ctx, getenv, stdout)
+	s, err := loadSettings(getenv)
+	if err != nil {
+		return err
+	}
+	sw, closeDB, err := wire(ctx, s, getenv, stdout)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	if getenv("AWS_LAMBDA_RUNTIME_API") == "" {
-		return sweepLocally(ctx, getenv, sw)
+	if !s.Lambda {
+		return sweepLocally(ctx, s.interval, sw)
 	}
 	lambda.Start(sw.Handle)
 	return nil
 }
 
-// sweepLocally sweeps at once and then every SWEEP_INTERVAL until ctx ends.
-// A failed sweep is logged by the sweeper and tried again next time, as the
+// sweepLocally sweeps at once and then every interval until ctx ends. A
+// failed sweep is logged by the sweeper and tried again next time, as the
 // schedule would.
-func sweepLocally(ctx context.Context, getenv func(string) string, sw *outbox.Sweeper) error {
-	interval := defaultSweepInterval
-	if v := getenv("SWEEP_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("SWEEP_INTERVAL = %q: want a positive duration such as 30s", v)
-		}
-		interval = d
-	}
+func sweepLocally(ctx context.Context, interval time.Duration, sw *outbox.Sweeper) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -133,20 +137,16 @@ func sweepLocally(ctx context.Context, getenv func(string) string, sw *outbox.Sw
 	}
 }
 
-// setup builds the sweeper from the environment. closeDB releases the
-// database pool.
-func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (sw *outbox.Sweeper, closeDB func(), err error) {
-	s, err := loadSettings(getenv)
-	if err != nil {
-		return nil, nil, err
-	}
-	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: s.logLevel}))
-	awsCfg := awsenv.Load(getenv)
-	publisher := queue.NewPublisher(sqs.NewFromConfig(awsCfg), s.queueURL)
+// wire builds the sweeper from its settings; getenv names the database (see
+// secret.Database), stdout takes its log and metric lines. closeDB releases
+// the database pool.
+func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (sw *outbox.Sweeper, closeDB func(), err error) {
+	logger := s.Logger(stdout)
+	publisher := queue.NewPublisher(sqs.NewFromConfig(s.AWS), s.queueURL)
 	publisher.Logger = logger
 
 	// The sweeper works in one transaction or statement at a time.
-	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(awsCfg))
+	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(s.AWS))
 	if err != nil {
 		return nil, nil, err
 	}

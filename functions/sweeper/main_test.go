@@ -49,11 +49,32 @@ func TestLoadSettings(t *testing.T) {
 	if s, err := loadSettings(env(base)); err != nil || s.grace != 2*time.Second {
 		t.Errorf("SWEEP_GRACE=2s: %v, %v", s.grace, err)
 	}
+
+	// SWEEP_INTERVAL paces the local mode only; in Lambda the schedule does.
+	if s, err := loadSettings(env(base)); err != nil || s.interval != defaultSweepInterval {
+		t.Errorf("no SWEEP_INTERVAL: interval = %v, %v; want %v", s.interval, err, defaultSweepInterval)
+	}
+	base["SWEEP_INTERVAL"] = "5s"
+	if s, err := loadSettings(env(base)); err != nil || s.interval != 5*time.Second {
+		t.Errorf("SWEEP_INTERVAL=5s: %v, %v", s.interval, err)
+	}
+	base["SWEEP_INTERVAL"] = "often"
+	if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "SWEEP_INTERVAL") {
+		t.Errorf("SWEEP_INTERVAL=often: %v; want an error", err)
+	}
+	base["AWS_LAMBDA_RUNTIME_API"] = "127.0.0.1:9001"
+	if s, err := loadSettings(env(base)); err != nil || !s.Lambda {
+		t.Errorf("SWEEP_INTERVAL=often in Lambda: %v, %v; want it ignored", s.Lambda, err)
+	}
+	base["LOG_LEVEL"] = "loud"
+	if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "LOG_LEVEL") {
+		t.Errorf("LOG_LEVEL=loud: %v; want an error", err)
+	}
 }
 
-// setup wires the real adapters from the environment alone; the scheduled
+// wire wires the real adapters from the environment alone; the scheduled
 // invocation publishes a stranded event and logs its report.
-func TestSetupBuildsAWorkingSweeper(t *testing.T) {
+func TestWireBuildsAWorkingSweeper(t *testing.T) {
 	e := workertest.New(t, workertest.Options{})
 	app := e.NewApp(t)
 	ctx := context.Background()
@@ -70,7 +91,12 @@ func TestSetupBuildsAWorkingSweeper(t *testing.T) {
 		"AWS_ENDPOINT_URL_SQS": localaws.SQS(t).Endpoint,
 		"DATABASE_URL":         e.URL, "STATUS_EVENTS_QUEUE_URL": e.QueueURL, "RETENTION_DAYS": "15"}
 	var out bytes.Buffer
-	sw, closeDB, err := setup(ctx, func(k string) string { return env[k] }, &out)
+	getenv := func(k string) string { return env[k] }
+	s, err := loadSettings(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, closeDB, err := wire(ctx, s, getenv, &out)
 	if err != nil {
 		t.Fatal(err)
 	}

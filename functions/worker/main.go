@@ -21,8 +21,9 @@
 // LOCAL_INVOCATION_TIMEOUT (local mode only: the deadline of one local
 // invocation, default 30s, the function's Timeout in template.yaml);
 // LOG_LEVEL (debug, info, warn, error; default info). AWS settings come from
-// the environment (internal/awsenv); AWS_ENDPOINT_URL_SESV2 and
-// AWS_ENDPOINT_URL_SQS point the clients at local stand-ins.
+// the environment (internal/function, internal/awsenv);
+// AWS_ENDPOINT_URL_SESV2 and AWS_ENDPOINT_URL_SQS point the clients at local
+// stand-ins.
 package main
 
 import (
@@ -30,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -42,7 +42,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobboard/jobboard/internal/awsenv"
+	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/localaws/eventsource"
 	"github.com/jobboard/jobboard/internal/mail"
@@ -88,6 +88,7 @@ const localVerifyEmailURL = "http://localhost:3000/verify-email"
 
 // settings is what run reads from the environment.
 type settings struct {
+	function.Settings
 	mailFrom         string
 	verifyEmailURL   string
 	configurationSet string
@@ -95,11 +96,14 @@ type settings struct {
 	retention        time.Duration
 	concurrency      int
 	localTimeout     time.Duration
-	logLevel         slog.Level
 }
 
+// loadSettings reads the settings; the error names every variable that is
+// missing or malformed.
 func loadSettings(getenv func(string) string) (settings, error) {
+	shared, err := function.Load(getenv)
 	s := settings{
+		Settings:         shared,
 		mailFrom:         getenv("MAIL_FROM"),
 		configurationSet: getenv("SES_CONFIGURATION_SET"),
 		queueURL:         getenv("STATUS_EVENTS_QUEUE_URL"),
@@ -107,7 +111,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		concurrency:      worker.DefaultConcurrency,
 		localTimeout:     localTimeout,
 	}
-	var missing []error
+	missing := []error{err}
 	if s.mailFrom == "" {
 		missing = append(missing, errors.New("MAIL_FROM is not set"))
 	}
@@ -115,7 +119,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		missing = append(missing, errors.New("STATUS_EVENTS_QUEUE_URL is not set"))
 	}
 	switch {
-	case s.verifyEmailURL == "" && getenv("AWS_LAMBDA_RUNTIME_API") != "":
+	case s.verifyEmailURL == "" && s.Lambda:
 		missing = append(missing, errors.New("VERIFY_EMAIL_URL is not set"))
 	case s.verifyEmailURL == "":
 		s.verifyEmailURL = localVerifyEmailURL
@@ -123,7 +127,6 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if _, err := worker.ParseVerifyEmailURL(s.verifyEmailURL); err != nil && s.verifyEmailURL != "" {
 		missing = append(missing, fmt.Errorf("VERIFY_EMAIL_URL: %w", err))
 	}
-	var err error
 	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
 		missing = append(missing, fmt.Errorf("RETENTION_DAYS: %w", err))
 	}
@@ -137,27 +140,26 @@ func loadSettings(getenv func(string) string) (settings, error) {
 			missing = append(missing, fmt.Errorf("LOCAL_INVOCATION_TIMEOUT = %q: want a positive duration such as 30s", v))
 		}
 	}
-	if lvl := getenv("LOG_LEVEL"); lvl != "" {
-		if err := s.logLevel.UnmarshalText([]byte(lvl)); err != nil {
-			missing = append(missing, fmt.Errorf("LOG_LEVEL: %w", err))
-		}
-	}
 	return s, errors.Join(missing...)
 }
 
-// run is main without the process: it wires the worker and hands its
-// handler to the Lambda runtime, which does not return, or outside Lambda
-// to a local poller, which returns when ctx ends.
+// run is main without the process: it reads the settings, wires the worker
+// and hands its handler to the Lambda runtime, which does not return, or
+// outside Lambda to a local poller, which returns when ctx ends.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) > 1 {
 		return fmt.Errorf("unknown command %q: the worker takes none", args[1])
 	}
-	w, err := setup(ctx, getenv, stdout)
+	s, err := loadSettings(getenv)
+	if err != nil {
+		return err
+	}
+	w, err := wire(ctx, s, getenv, stdout)
 	if err != nil {
 		return err
 	}
 	defer w.close()
-	if getenv("AWS_LAMBDA_RUNTIME_API") == "" {
+	if !s.Lambda {
 		return w.poller.Run(ctx)
 	}
 	lambda.Start(w.handler.Handle)
@@ -175,22 +177,18 @@ type wiring struct {
 	close func()
 }
 
-// setup reads the settings and builds the worker from them.
-func setup(ctx context.Context, getenv func(string) string, stdout io.Writer) (*wiring, error) {
-	s, err := loadSettings(getenv)
-	if err != nil {
-		return nil, err
-	}
-	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: s.logLevel}))
-	awsCfg := awsenv.Load(getenv)
-	sender, err := mail.NewSender(sesv2.NewFromConfig(awsCfg), s.mailFrom)
+// wire builds the worker from its settings; getenv names the database (see
+// secret.Database), stdout takes its log and metric lines.
+func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*wiring, error) {
+	logger := s.Logger(stdout)
+	sender, err := mail.NewSender(sesv2.NewFromConfig(s.AWS), s.mailFrom)
 	if err != nil {
 		return nil, err
 	}
 	sender.ConfigurationSet = s.configurationSet
-	sqsClient := sqs.NewFromConfig(awsCfg)
+	sqsClient := sqs.NewFromConfig(s.AWS)
 
-	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(awsCfg))
+	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(s.AWS))
 	if err != nil {
 		return nil, err
 	}

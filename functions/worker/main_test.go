@@ -38,7 +38,7 @@ func TestLoadSettings(t *testing.T) {
 		}
 	}
 	s, err := loadSettings(env(with("LOG_LEVEL", "debug")))
-	if err != nil || s.logLevel.String() != "DEBUG" || s.retention != jobboard.DefaultRetention || s.concurrency != worker.DefaultConcurrency {
+	if err != nil || s.LogLevel.String() != "DEBUG" || s.retention != jobboard.DefaultRetention || s.concurrency != worker.DefaultConcurrency {
 		t.Errorf("good settings = %+v, %v", s, err)
 	}
 	s, err = loadSettings(env(with("RETENTION_DAYS", "45")))
@@ -82,18 +82,29 @@ func TestLocalInvocationTimeout(t *testing.T) {
 	}
 }
 
-// Without a database URL or the ARN of its secret, setup names both.
-func TestSetupNeedsADatabase(t *testing.T) {
+// Without a database URL or the ARN of its secret, wiring names both.
+func TestWireNeedsADatabase(t *testing.T) {
 	env := map[string]string{"MAIL_FROM": "a@example.com", "STATUS_EVENTS_QUEUE_URL": "http://127.0.0.1:1/000000000000/q"}
-	_, err := setup(context.Background(), func(k string) string { return env[k] }, &bytes.Buffer{})
+	_, err := wireFrom(t, func(k string) string { return env[k] }, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL") || !strings.Contains(err.Error(), "DATABASE_SECRET_ARN") {
-		t.Errorf("setup without a database = %v; want DATABASE_URL and DATABASE_SECRET_ARN named", err)
+		t.Errorf("wire without a database = %v; want DATABASE_URL and DATABASE_SECRET_ARN named", err)
 	}
 }
 
-// setup wires the real adapters from the environment alone: the SDK finds
+// wireFrom is run's first two steps: the settings (which must load), then
+// the wiring.
+func wireFrom(t *testing.T, getenv func(string) string, stdout io.Writer) (*wiring, error) {
+	t.Helper()
+	s, err := loadSettings(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire(context.Background(), s, getenv, stdout)
+}
+
+// wire wires the real adapters from the environment alone: the SDK finds
 // the SES stand-in through AWS_ENDPOINT_URL_SESV2, as it would find SES.
-func TestSetupBuildsAWorkingHandler(t *testing.T) {
+func TestWireBuildsAWorkingHandler(t *testing.T) {
 	e := workertest.New(t, workertest.Options{})
 	app := e.NewApp(t)
 	// The AWS settings come through getenv, as everything else (awsenv).
@@ -102,7 +113,7 @@ func TestSetupBuildsAWorkingHandler(t *testing.T) {
 		"AWS_ENDPOINT_URL_SESV2": e.SESEndpoint,
 		"DATABASE_URL":           e.URL, "MAIL_FROM": workertest.MailFrom, "STATUS_EVENTS_QUEUE_URL": e.QueueURL}
 	var out bytes.Buffer
-	w, err := setup(context.Background(), func(k string) string { return env[k] }, &out)
+	w, err := wireFrom(t, func(k string) string { return env[k] }, &out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/jobboard/jobboard/internal/awsenv"
+	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
@@ -22,7 +23,7 @@ var localOnly = map[string]string{
 	secret.EnvDatabaseURL:                 "local runs; on AWS the URL is built from the DATABASE_SECRET_ARN secret",
 	secret.EnvJWTSecret:                   "local runs; on AWS the key is the JWT_SECRET_ARN secret",
 	"PORT":                                "the API's local HTTP server",
-	"AWS_LAMBDA_RUNTIME_API":              "set by Lambda; tells a main that it runs inside Lambda",
+	function.EnvLambdaRuntimeAPI:          "set by Lambda; tells a main that it runs inside Lambda",
 	"AWS_LAMBDA_FUNCTION_NAME":            "set by Lambda",
 	"AWS_REGION":                          "set by Lambda",
 	"AWS_DEFAULT_REGION":                  "set by Lambda",
@@ -56,6 +57,10 @@ var templateFirst = map[string]map[string]string{
 	},
 }
 
+// awsenvReads are the variables awsenv.Load reads.
+var awsenvReads = []string{awsenv.EnvRegion, awsenv.EnvDefaultRegion, awsenv.EnvAccessKeyID, awsenv.EnvSecretAccessKey,
+	awsenv.EnvSessionToken, awsenv.EnvEndpointURL, awsenv.EnvIgnoreConfiguredEndpointURLs}
+
 // packageReads are the variables that a call into one of the project's
 // packages reads with the getenv it is given, by import path and function.
 var packageReads = map[string]map[string][]string{
@@ -63,18 +68,18 @@ var packageReads = map[string]map[string][]string{
 		"Database":        {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert},
 		"NewJWTKeySource": {secret.EnvJWTSecret, secret.EnvJWTSecretARN},
 	},
-	"github.com/jobboard/jobboard/internal/awsenv": {
-		"Load": {awsenv.EnvRegion, awsenv.EnvDefaultRegion, awsenv.EnvAccessKeyID, awsenv.EnvSecretAccessKey,
-			awsenv.EnvSessionToken, awsenv.EnvEndpointURL, awsenv.EnvIgnoreConfiguredEndpointURLs},
+	"github.com/jobboard/jobboard/internal/awsenv": {"Load": awsenvReads},
+	"github.com/jobboard/jobboard/internal/function": {
+		"Load": append([]string{function.EnvLambdaRuntimeAPI, function.EnvLogLevel}, awsenvReads...),
 	},
 }
 
 // envReads parses the non-test Go files of the package in dir and returns
 // the names of the environment variables it reads: string constants passed
 // to getenv(...), os.Getenv(...) or os.LookupEnv(...), plus what its calls
-// into internal/secret and internal/awsenv read (packageReads). problems
-// lists what it cannot see through: a name that is not a constant, or getenv
-// handed to another package.
+// into internal/secret, internal/awsenv and internal/function read
+// (packageReads). problems lists what it cannot see through: a name that is
+// not a constant, or getenv handed to another package.
 func envReads(dir string) (reads map[string]bool, problems []string, err error) {
 	fset := token.NewFileSet()
 	matches, err := filepath.Glob(filepath.Join(dir, "*.go"))

@@ -28,7 +28,9 @@ var allowedInternal = map[string][]string{
 	"internal/localaws/eventsource": {},
 	"internal/secret":               {},
 	"internal/awsenv":               {},
-	"internal/postgres/schema":      {},
+	// What the functions' mains share: their common settings and logger.
+	"internal/function":        {"internal/awsenv"},
+	"internal/postgres/schema": {},
 }
 
 // The domain imports only the standard library, and no adapter imports
