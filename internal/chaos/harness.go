@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -132,7 +131,7 @@ type run struct {
 
 func (r *run) phases(ctx context.Context) error {
 	cfg, st, rep := r.cfg, r.st, r.rep
-	a := &api{urls: st.apiURLs, http: &http.Client{Timeout: 10 * time.Second}, rng: rand.New(rand.NewPCG(r.rng.Uint64(), 1))}
+	a := newAPI(st.apiURLs, 10*time.Second, rand.New(rand.NewPCG(r.rng.Uint64(), 1)))
 	phase := time.Now()
 	apps, err := seedData(ctx, a, cfg)
 	if err != nil {

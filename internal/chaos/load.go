@@ -1,12 +1,9 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -17,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/jobboard/jobboard/internal/apiclient"
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
@@ -26,68 +24,33 @@ const password = "chaos-password-1"
 // api is a JSON client of the API processes: each request goes to one of
 // them at random, so that a killed one costs only the requests it had.
 type api struct {
-	urls []string
-	http *http.Client
-	mu   sync.Mutex
-	rng  *rand.Rand
+	clients []*apiclient.Client
+	mu      sync.Mutex
+	rng     *rand.Rand
 }
 
-// statusError is an answer other than the one expected.
-type statusError struct {
-	method, path string
-	got, want    int
-	body         string
+// newAPI returns a client of the APIs at urls, each request with a
+// deadline of timeout, picking among them with rng.
+func newAPI(urls []string, timeout time.Duration, rng *rand.Rand) *api {
+	hc := &http.Client{Timeout: timeout}
+	a := &api{rng: rng}
+	for _, u := range urls {
+		a.clients = append(a.clients, &apiclient.Client{BaseURL: u, HTTP: hc})
+	}
+	return a
 }
 
-func (e *statusError) Error() string {
-	return fmt.Sprintf("%s %s: status %d, want %d: %.300s", e.method, e.path, e.got, e.want, e.body)
-}
-
-func (a *api) base() string {
+func (a *api) pick() *apiclient.Client {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.urls[a.rng.IntN(len(a.urls))]
+	return a.clients[a.rng.IntN(len(a.clients))]
 }
 
-// do sends one request and decodes the answer into out. Errors: the
-// request failed (*url.Error), or a *statusError.
+// do sends one request to one of the APIs (see apiclient.Client.Do).
+// Errors: the request failed (wrapping a *url.Error), or an
+// *apiclient.StatusError.
 func (a *api) do(ctx context.Context, method, path, token string, in any, want int, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base()+path, body)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
-	}
-	if resp.StatusCode != want {
-		return &statusError{method: method, path: path, got: resp.StatusCode, want: want, body: string(b)}
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-		}
-	}
-	return nil
+	return a.pick().Do(ctx, method, path, token, in, want, out)
 }
 
 // application is one application the load walks through the workflow.
@@ -265,7 +228,7 @@ func step(ctx context.Context, a *api, app *application, to jobboard.Application
 		app.status = out.Status
 		return
 	}
-	if se := (*statusError)(nil); errors.As(err, &se) && se.got == http.StatusConflict {
+	if se := (*apiclient.StatusError)(nil); errors.As(err, &se) && se.Got == http.StatusConflict {
 		stats.Refused.Add(1)
 	} else {
 		stats.Uncertain.Add(1)

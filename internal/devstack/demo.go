@@ -1,17 +1,15 @@
 package devstack
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
 	"time"
 
+	"github.com/jobboard/jobboard/internal/apiclient"
 	"github.com/jobboard/jobboard/internal/localaws"
 )
 
@@ -56,7 +54,7 @@ const (
 // ses.
 func seedDemo(ctx context.Context, api, ses string) (Demo, error) {
 	d := Demo{EmployerEmail: demoEmployer, CandidateEmail: demoCandidate, Password: demoPassword}
-	c := client{base: api}
+	c := client{&apiclient.Client{BaseURL: api}}
 	var err error
 	if d.EmployerToken, err = c.signUp(ctx, demoEmployer, "Erin Employer", "employer"); err != nil {
 		return d, err
@@ -90,14 +88,14 @@ func seedDemo(ctx context.Context, api, ses string) (Demo, error) {
 		JobID  int64  `json:"job_id"`
 		Status string `json:"status"`
 	}
-	if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/applications/%d", first), d.CandidateToken, nil, http.StatusOK, &app); err != nil {
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/applications/%d", first), d.CandidateToken, nil, http.StatusOK, &app); err != nil {
 		return d, err
 	}
 	var job struct {
 		CompanyID int64  `json:"company_id"`
 		Title     string `json:"title"`
 	}
-	if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", app.JobID), d.EmployerToken, nil, http.StatusOK, &job); err != nil {
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", app.JobID), d.EmployerToken, nil, http.StatusOK, &job); err != nil {
 		return d, err
 	}
 	d.JobID, d.Status, d.CompanyID, d.JobTitle = app.JobID, app.Status, job.CompanyID, job.Title
@@ -115,7 +113,7 @@ func (c client) firstApplication(ctx context.Context, candidateToken string) (id
 			} `json:"items"`
 			NextCursor string `json:"next_cursor"`
 		}
-		if err := c.do(ctx, http.MethodGet, path, candidateToken, nil, http.StatusOK, &page); err != nil {
+		if err := c.Do(ctx, http.MethodGet, path, candidateToken, nil, http.StatusOK, &page); err != nil {
 			return 0, 0, err
 		}
 		for _, a := range page.Items {
@@ -136,7 +134,7 @@ func (c client) firstApplication(ctx context.Context, candidateToken string) (id
 // ids the sample events name (see Demo).
 func (c client) createDemo(ctx context.Context, d Demo) error {
 	var company, openJob, demoJob, app created
-	if err := c.do(ctx, http.MethodPost, "/v1/companies", d.EmployerToken, map[string]any{
+	if err := c.Do(ctx, http.MethodPost, "/v1/companies", d.EmployerToken, map[string]any{
 		"name": "Acme Rockets", "description": "We build rockets.", "website": "https://acme.example",
 	}, http.StatusCreated, &company); err != nil {
 		return err
@@ -161,11 +159,11 @@ func (c client) createDemo(ctx context.Context, d Demo) error {
 			"salary":          map[string]any{"min": 80000, "max": 110000, "currency": "EUR"},
 		}},
 	} {
-		if err := c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/companies/%d/jobs", company.ID), d.EmployerToken, j.body, http.StatusCreated, j.out); err != nil {
+		if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/companies/%d/jobs", company.ID), d.EmployerToken, j.body, http.StatusCreated, j.out); err != nil {
 			return err
 		}
 	}
-	return c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/jobs/%d/applications", demoJob.ID), d.CandidateToken, map[string]any{
+	return c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/jobs/%d/applications", demoJob.ID), d.CandidateToken, map[string]any{
 		"cover_letter": "I would love to build this with you.",
 	}, http.StatusCreated, &app)
 }
@@ -175,19 +173,19 @@ type created struct {
 	ID int64 `json:"id"`
 }
 
-// client is a minimal JSON client of the API.
-type client struct{ base string }
+// client is a JSON client of the API, with the demo's requests.
+type client struct{ *apiclient.Client }
 
 // signUp registers an account, or signs in when it exists, and returns a token.
 func (c client) signUp(ctx context.Context, email, name, role string) (string, error) {
 	var out struct {
 		Token string `json:"token"`
 	}
-	err := c.do(ctx, http.MethodPost, "/v1/auth/register", "", map[string]any{
+	err := c.Do(ctx, http.MethodPost, "/v1/auth/register", "", map[string]any{
 		"email": email, "password": demoPassword, "name": name, "role": role,
 	}, http.StatusCreated, &out)
-	if se := (*statusError)(nil); errors.As(err, &se) && se.got == http.StatusConflict {
-		err = c.do(ctx, http.MethodPost, "/v1/auth/login", "", map[string]any{
+	if se := (*apiclient.StatusError)(nil); errors.As(err, &se) && se.Got == http.StatusConflict {
+		err = c.Do(ctx, http.MethodPost, "/v1/auth/login", "", map[string]any{
 			"email": email, "password": demoPassword,
 		}, http.StatusOK, &out)
 	}
@@ -207,13 +205,13 @@ func (c client) verify(ctx context.Context, ses, email, token string) error {
 	var me struct {
 		EmailVerified bool `json:"email_verified"`
 	}
-	if err := c.do(ctx, http.MethodGet, "/v1/me", token, nil, http.StatusOK, &me); err != nil || me.EmailVerified {
+	if err := c.Do(ctx, http.MethodGet, "/v1/me", token, nil, http.StatusOK, &me); err != nil || me.EmailVerified {
 		return err
 	}
 	var none struct{}
-	err := c.do(ctx, http.MethodPost, "/v1/auth/resend-verification", token, nil, http.StatusAccepted, &none)
+	err := c.Do(ctx, http.MethodPost, "/v1/auth/resend-verification", token, nil, http.StatusAccepted, &none)
 	// 429: the registration's email is on its way.
-	if se := (*statusError)(nil); err != nil && (!errors.As(err, &se) || se.got != http.StatusTooManyRequests) {
+	if se := (*apiclient.StatusError)(nil); err != nil && (!errors.As(err, &se) || se.Got != http.StatusTooManyRequests) {
 		return err
 	}
 	deadline := time.Now().Add(verifyWait)
@@ -224,7 +222,7 @@ func (c client) verify(ctx context.Context, ses, email, token string) error {
 		}
 		for i := len(emails) - 1; i >= 0; i-- {
 			if m := verificationToken.FindStringSubmatch(emails[i].Body.Text); m != nil {
-				return c.do(ctx, http.MethodPost, "/v1/auth/verify-email", "", map[string]string{"token": m[1]}, http.StatusOK, &me)
+				return c.Do(ctx, http.MethodPost, "/v1/auth/verify-email", "", map[string]string{"token": m[1]}, http.StatusOK, &me)
 			}
 		}
 		if time.Now().After(deadline) {
@@ -236,52 +234,4 @@ func (c client) verify(ctx context.Context, ses, email, token string) error {
 		case <-time.After(100 * time.Millisecond): // polling interval
 		}
 	}
-}
-
-type statusError struct {
-	method, path string
-	got, want    int
-	body         string
-}
-
-func (e *statusError) Error() string {
-	return fmt.Sprintf("%s %s: status %d, want %d: %s", e.method, e.path, e.got, e.want, e.body)
-}
-
-func (c client) do(ctx context.Context, method, path, token string, in any, want int, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if resp.StatusCode != want {
-		return &statusError{method: method, path: path, got: resp.StatusCode, want: want, body: string(b)}
-	}
-	if len(b) == 0 && want == http.StatusAccepted {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%s %s: decode: %w", method, path, err)
-	}
-	return nil
 }

@@ -6,15 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
+	"github.com/jobboard/jobboard/internal/apiclient"
 	"github.com/jobboard/jobboard/internal/localaws"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
@@ -39,19 +35,19 @@ func TestStackEmailsOnceAndStopsCleanly(t *testing.T) {
 		t.Fatal("stack not ready after 3 minutes")
 	}
 
-	c := client{base: st.APIURL}
+	c := client{&apiclient.Client{BaseURL: st.APIURL}}
 	for _, token := range []string{st.Demo.EmployerToken, st.Demo.CandidateToken} {
 		var me struct {
 			EmailVerified bool `json:"email_verified"`
 		}
-		if err := c.do(ctx, http.MethodGet, "/v1/me", token, nil, http.StatusOK, &me); err != nil || !me.EmailVerified {
+		if err := c.Do(ctx, http.MethodGet, "/v1/me", token, nil, http.StatusOK, &me); err != nil || !me.EmailVerified {
 			t.Fatalf("demo account verified = %v (%v), want true", me.EmailVerified, err)
 		}
 	}
 	var app struct {
 		Status string `json:"status"`
 	}
-	if err := c.do(ctx, http.MethodPatch, fmt.Sprintf("/v1/applications/%d", st.Demo.ApplicationID),
+	if err := c.Do(ctx, http.MethodPatch, fmt.Sprintf("/v1/applications/%d", st.Demo.ApplicationID),
 		st.Demo.EmployerToken, map[string]any{"status": "reviewing"}, http.StatusOK, &app); err != nil {
 		t.Fatal(err)
 	}
@@ -114,29 +110,22 @@ func pollEmails(t *testing.T, endpoint, to string, minimum int) []localaws.Email
 	}
 }
 
-// waitQueueEmpty waits until the queue holds no visible or in-flight message.
+// waitQueueEmpty waits until the queue holds no message, visible, in
+// flight or delayed.
 func waitQueueEmpty(t *testing.T, endpoint, queueURL string) {
 	t.Helper()
 	client := localaws.NewSQSClient(endpoint)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		out, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
-			QueueUrl: aws.String(queueURL),
-			AttributeNames: []types.QueueAttributeName{
-				types.QueueAttributeNameApproximateNumberOfMessages,
-				types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-			},
-		})
+		n, err := localaws.QueueDepth(context.Background(), client, queueURL)
 		if err != nil {
 			t.Fatal(err)
 		}
-		visible, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
-		inFlight, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
-		if visible == 0 && inFlight == 0 {
+		if n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("queue not drained: %d visible, %d in flight", visible, inFlight)
+			t.Fatalf("queue not drained: %d messages left", n)
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
 	}

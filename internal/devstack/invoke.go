@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/jobboard/jobboard/internal/apiclient"
 )
 
 // placeholder is a {{name}} in a sample event.
@@ -28,7 +30,7 @@ var placeholder = regexp.MustCompile(`\{\{([a-z_]+)\}\}`)
 // placeholder it does not know, or a failed sign-in.
 func FillEvent(ctx context.Context, st State, event []byte, now time.Time) ([]byte, error) {
 	values := map[string]string{"occurred_at": now.UTC().Format(time.RFC3339)}
-	c := client{base: st.APIURL}
+	c := client{&apiclient.Client{BaseURL: st.APIURL}}
 	for name, email := range map[string]string{"employer_token": st.EmployerEmail, "candidate_token": st.CandidateEmail} {
 		if !bytes.Contains(event, []byte("{{"+name+"}}")) {
 			continue
@@ -36,7 +38,7 @@ func FillEvent(ctx context.Context, st State, event []byte, now time.Time) ([]by
 		var out struct {
 			Token string `json:"token"`
 		}
-		if err := c.do(ctx, http.MethodPost, "/v1/auth/login", "", map[string]any{"email": email, "password": st.Password}, http.StatusOK, &out); err != nil {
+		if err := c.Do(ctx, http.MethodPost, "/v1/auth/login", "", map[string]any{"email": email, "password": st.Password}, http.StatusOK, &out); err != nil {
 			return nil, fmt.Errorf("sign in as the demo's %s for {{%s}}: %w", email, name, err)
 		}
 		values[name] = out.Token

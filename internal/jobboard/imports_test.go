@@ -28,6 +28,8 @@ var allowedInternal = map[string][]string{
 	"internal/localaws/eventsource": {},
 	"internal/secret":               {},
 	"internal/awsenv":               {},
+	// The API's JSON client for the programs that drive it from outside.
+	"internal/apiclient": {},
 	// What the functions' mains share: their common settings and logger.
 	"internal/function":        {"internal/awsenv"},
 	"internal/postgres/schema": {},
