@@ -14,9 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/jobboard/jobboard/internal/faultproxy"
 	"github.com/jobboard/jobboard/internal/localaws"
@@ -207,26 +205,7 @@ func (st *stack) close() error {
 
 // queueDepth returns the messages of a queue, visible, in flight or delayed.
 func (st *stack) queueDepth(ctx context.Context, queueURL string) (int, error) {
-	names := []types.QueueAttributeName{
-		types.QueueAttributeNameApproximateNumberOfMessages,
-		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-		types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
-	}
-	out, err := st.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL), AttributeNames: names})
-	if err != nil {
-		return 0, fmt.Errorf("depth of %s: %w", queueURL, err)
-	}
-	total := 0
-	for _, k := range names {
-		if v, ok := out.Attributes[string(k)]; ok {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return 0, fmt.Errorf("depth of %s: %s = %q", queueURL, k, v)
-			}
-			total += n
-		}
-	}
-	return total, nil
+	return localaws.QueueDepth(ctx, st.sqs, queueURL)
 }
 
 // freePort asks the kernel for a free loopback port.

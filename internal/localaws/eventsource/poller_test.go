@@ -25,20 +25,6 @@ import (
 	"github.com/jobboard/jobboard/internal/queue"
 )
 
-// testQueue is a queue and its DLQ on the shared SQS stand-in.
-type testQueue struct {
-	client   *sqs.Client
-	url, dlq string
-}
-
-// newQueue creates a queue of its own for the test (visibility timeout in
-// seconds, maxReceiveCount before the DLQ).
-func newQueue(t *testing.T, visibility, maxReceives int) testQueue {
-	t.Helper()
-	q := localaws.NewTestQueue(t, visibility, maxReceives)
-	return testQueue{client: q.Client, url: q.URL, dlq: q.DLQURL}
-}
-
 var eventSeq atomic.Int64
 
 // newEvent returns a valid status event with a fresh event_id.
@@ -55,9 +41,9 @@ func newEvent(newStatus jobboard.ApplicationStatus) jobboard.Event {
 }
 
 // publish sends evs in the wire form the outbox uses.
-func publish(t *testing.T, q testQueue, evs ...jobboard.Event) {
+func publish(t *testing.T, q localaws.TestQueue, evs ...jobboard.Event) {
 	t.Helper()
-	accepted, err := queue.NewPublisher(q.client, q.url).Publish(context.Background(), evs)
+	accepted, err := queue.NewPublisher(q.Client, q.URL).Publish(context.Background(), evs)
 	if err != nil || len(accepted) != len(evs) {
 		t.Fatalf("Publish = %v, %v", accepted, err)
 	}
@@ -132,16 +118,16 @@ func pollUntil(t *testing.T, p *eventsource.Poller, cond func() bool) {
 
 func TestPollerBuildsLambdaRecordsAndDeletesSuccesses(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t, 30, 5)
+	q := localaws.NewTestQueue(t, 30, 5)
 	evs := []jobboard.Event{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusOffer), newEvent(jobboard.StatusHired)}
 	before := time.Now().Add(-time.Second).UnixMilli()
 	publish(t, q, evs...)
 
 	rec := &recorder{}
-	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1, HandlerTimeout: time.Minute, FunctionName: "worker"}
+	p := &eventsource.Poller{Client: q.Client, QueueURL: q.URL, Handler: rec.handle, WaitTimeSeconds: 1, HandlerTimeout: time.Minute, FunctionName: "worker"}
 	pollUntil(t, p, func() bool { return len(rec.seen()) >= len(evs) })
 
-	arn, err := localaws.QueueARN(context.Background(), q.client, q.url)
+	arn, err := localaws.QueueARN(context.Background(), q.Client, q.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,19 +180,19 @@ func TestPollerBuildsLambdaRecordsAndDeletesSuccesses(t *testing.T) {
 		t.Error("handler context has no deadline although HandlerTimeout is set")
 	}
 
-	if n := queueDepth(t, q.client, q.url); n != 0 {
+	if n := queueDepth(t, q.Client, q.URL); n != 0 {
 		t.Errorf("after success the queue holds %d messages, want 0", n)
 	}
 }
 
 func TestPollerRedeliversOnlyFailedRecords(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t, 1, 5)
+	q := localaws.NewTestQueue(t, 1, 5)
 	good, bad := newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusOffer)
 	publish(t, q, good, bad)
 
 	rec := &recorder{fail: func(m events.SQSMessage) bool { return strings.Contains(m.Body, bad.EventID) }}
-	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1}
+	p := &eventsource.Poller{Client: q.Client, QueueURL: q.URL, Handler: rec.handle, WaitTimeSeconds: 1}
 	countOf := func(id string) []string {
 		var counts []string
 		for _, r := range rec.seen() {
@@ -230,21 +216,21 @@ func TestPollerRedeliversOnlyFailedRecords(t *testing.T) {
 	rec.fail = nil
 	rec.mu.Unlock()
 	pollUntil(t, p, func() bool { return len(countOf(bad.EventID)) >= 3 })
-	if n := queueDepth(t, q.client, q.url); n != 0 {
+	if n := queueDepth(t, q.Client, q.URL); n != 0 {
 		t.Errorf("queue holds %d messages, want 0", n)
 	}
 }
 
 func TestPollerHandlerErrorDeletesNothing(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t, 1, 5)
+	q := localaws.NewTestQueue(t, 1, 5)
 	evs := []jobboard.Event{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusInterview)}
 	publish(t, q, evs...)
 
 	boom := errors.New("database unreachable")
 	rec := &recorder{err: boom}
 	var log strings.Builder
-	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1, Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	p := &eventsource.Poller{Client: q.Client, QueueURL: q.URL, Handler: rec.handle, WaitTimeSeconds: 1, Logger: slog.New(slog.NewTextHandler(&log, nil))}
 
 	var received, failed int
 	var err error
@@ -277,7 +263,7 @@ func TestPollerHandlerErrorDeletesNothing(t *testing.T) {
 			t.Errorf("redelivered ApproximateReceiveCount = %q, want 2", r.Attributes["ApproximateReceiveCount"])
 		}
 	}
-	if n := queueDepth(t, q.client, q.url); n != 0 {
+	if n := queueDepth(t, q.Client, q.URL); n != 0 {
 		t.Errorf("queue holds %d messages, want 0", n)
 	}
 }
@@ -286,12 +272,12 @@ func TestPollerUnknownItemIdentifierFailsTheBatch(t *testing.T) {
 	for _, badID := range []string{"no-such-message", " "} {
 		t.Run(strconv.Quote(badID), func(t *testing.T) {
 			t.Parallel()
-			q := newQueue(t, 1, 5)
+			q := localaws.NewTestQueue(t, 1, 5)
 			evs := []jobboard.Event{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusInterview)}
 			publish(t, q, evs...)
 
 			rec := &recorder{badID: badID}
-			p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1, MaxMessages: 10}
+			p := &eventsource.Poller{Client: q.Client, QueueURL: q.URL, Handler: rec.handle, WaitTimeSeconds: 1, MaxMessages: 10}
 			deadline := time.Now().Add(15 * time.Second)
 			for received := 0; received < len(evs); {
 				if time.Now().After(deadline) {
@@ -321,9 +307,9 @@ func TestPollerPoisonMessageReachesTheDLQUnchanged(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const maxReceives = 2
-	q := newQueue(t, 1, maxReceives)
+	q := localaws.NewTestQueue(t, 1, maxReceives)
 	poison := `{"type":"application.status_changed","application_id":7}` // no event_id
-	if _, err := q.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String(poison)}); err != nil {
+	if _, err := q.Client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(poison)}); err != nil {
 		t.Fatalf("SendMessage: %v", err)
 	}
 
@@ -332,10 +318,10 @@ func TestPollerPoisonMessageReachesTheDLQUnchanged(t *testing.T) {
 		_, err := jobboard.DecodeEvent([]byte(m.Body))
 		return errors.Is(err, jobboard.ErrMalformedEvent)
 	}}
-	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: rec.handle, WaitTimeSeconds: 1}
+	p := &eventsource.Poller{Client: q.Client, QueueURL: q.URL, Handler: rec.handle, WaitTimeSeconds: 1}
 	var inDLQ []string
 	pollUntil(t, p, func() bool {
-		out, err := q.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.dlq), MaxNumberOfMessages: 10})
+		out, err := q.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.DLQURL), MaxNumberOfMessages: 10})
 		if err != nil {
 			t.Fatalf("ReceiveMessage from DLQ: %v", err)
 		}
@@ -350,14 +336,14 @@ func TestPollerPoisonMessageReachesTheDLQUnchanged(t *testing.T) {
 	if n := len(rec.seen()); n != maxReceives {
 		t.Errorf("handler saw the poison message %d times, want maxReceiveCount = %d", n, maxReceives)
 	}
-	if n := queueDepth(t, q.client, q.url); n != 0 {
+	if n := queueDepth(t, q.Client, q.URL); n != 0 {
 		t.Errorf("source queue holds %d messages, want 0", n)
 	}
 }
 
 func TestPollerRunUntilCancelled(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t, 30, 5)
+	q := localaws.NewTestQueue(t, 30, 5)
 	evs := []jobboard.Event{newEvent(jobboard.StatusReviewing), newEvent(jobboard.StatusInterview), newEvent(jobboard.StatusOffer)}
 
 	got := make(chan string, 10)
@@ -368,7 +354,7 @@ func TestPollerRunUntilCancelled(t *testing.T) {
 		return events.SQSEventResponse{}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: handler, WaitTimeSeconds: 1, MaxMessages: 2}
+	p := &eventsource.Poller{Client: q.Client, QueueURL: q.URL, Handler: handler, WaitTimeSeconds: 1, MaxMessages: 2}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 
@@ -390,21 +376,21 @@ func TestPollerRunUntilCancelled(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
-	if n := queueDepth(t, q.client, q.url); n != 0 {
+	if n := queueDepth(t, q.Client, q.URL); n != 0 {
 		t.Errorf("queue holds %d messages, want 0", n)
 	}
 }
 
 func TestPollerConfigurationErrors(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t, 30, 5)
+	q := localaws.NewTestQueue(t, 30, 5)
 	handler := (&recorder{}).handle
 	tests := map[string]*eventsource.Poller{
-		"no client":      {QueueURL: q.url, Handler: handler},
-		"no queue":       {Client: q.client, Handler: handler},
-		"no handler":     {Client: q.client, QueueURL: q.url},
-		"batch too big":  {Client: q.client, QueueURL: q.url, Handler: handler, MaxMessages: 11},
-		"negative batch": {Client: q.client, QueueURL: q.url, Handler: handler, MaxMessages: -1},
+		"no client":      {QueueURL: q.URL, Handler: handler},
+		"no queue":       {Client: q.Client, Handler: handler},
+		"no handler":     {Client: q.Client, QueueURL: q.URL},
+		"batch too big":  {Client: q.Client, QueueURL: q.URL, Handler: handler, MaxMessages: 11},
+		"negative batch": {Client: q.Client, QueueURL: q.URL, Handler: handler, MaxMessages: -1},
 		"missing queue": {Client: localaws.NewSQSClient(localaws.SQS(t).Endpoint, func(o *sqs.Options) { o.RetryMaxAttempts = 1 }),
 			QueueURL: localaws.SQS(t).Endpoint + "/000000000000/no-such-queue", Handler: handler},
 	}
@@ -417,7 +403,7 @@ func TestPollerConfigurationErrors(t *testing.T) {
 
 func TestPollerHandlerPanicFailsTheBatch(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t, 1, 5)
+	q := localaws.NewTestQueue(t, 1, 5)
 	publish(t, q, newEvent(jobboard.StatusReviewing))
 	var calls int
 	handler := func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
@@ -427,7 +413,7 @@ func TestPollerHandlerPanicFailsTheBatch(t *testing.T) {
 		}
 		return events.SQSEventResponse{}, nil
 	}
-	p := &eventsource.Poller{Client: q.client, QueueURL: q.url, Handler: handler, WaitTimeSeconds: 1}
+	p := &eventsource.Poller{Client: q.Client, QueueURL: q.URL, Handler: handler, WaitTimeSeconds: 1}
 	deadline := time.Now().Add(15 * time.Second)
 	for calls < 2 {
 		if time.Now().After(deadline) {
@@ -438,7 +424,7 @@ func TestPollerHandlerPanicFailsTheBatch(t *testing.T) {
 			t.Fatalf("PollOnce after a panic = %d, %d, %v; want the batch failed with the panic's value", r, f, err)
 		}
 	}
-	if n := queueDepth(t, q.client, q.url); n != 0 {
+	if n := queueDepth(t, q.Client, q.URL); n != 0 {
 		t.Errorf("queue holds %d messages, want 0", n)
 	}
 }

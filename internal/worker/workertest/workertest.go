@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +24,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -311,30 +309,14 @@ func (e *Env) Receive(tb testing.TB, n int32) events.SQSEvent {
 	return ev
 }
 
-// Depth returns the messages in a queue, visible or in flight.
+// Depth returns the messages in a queue, visible, in flight or delayed.
 func (e *Env) Depth(tb testing.TB, queueURL string) int {
 	tb.Helper()
-	out, err := e.SQS.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(queueURL),
-		AttributeNames: []types.QueueAttributeName{
-			types.QueueAttributeNameApproximateNumberOfMessages,
-			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-		}})
+	n, err := localaws.QueueDepth(context.Background(), e.SQS, queueURL)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	total := 0
-	for _, k := range []types.QueueAttributeName{
-		types.QueueAttributeNameApproximateNumberOfMessages,
-		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-	} {
-		n, err := strconv.Atoi(out.Attributes[string(k)])
-		if err != nil {
-			tb.Fatalf("queue attribute %s = %q: %v", k, out.Attributes[string(k)], err)
-		}
-		total += n
-	}
-	return total
+	return n
 }
 
 // Drain polls the queue with p until it is empty (nothing visible or in
