@@ -9,9 +9,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
 // maxAnswer bounds the answer read; the API's largest page is far smaller.
@@ -61,11 +63,7 @@ func (c *Client) Do(ctx context.Context, method, path, token string, in any, wan
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
@@ -84,4 +82,45 @@ func (c *Client) Do(ctx context.Context, method, path, token string, in any, wan
 		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// readyWait bounds WaitReady; readyPoll is its pace.
+const (
+	readyWait = time.Minute
+	readyPoll = 100 * time.Millisecond
+)
+
+// WaitReady polls the API's /readyz until it answers 200 (the API serves
+// and its database answers), for at most a minute. Errors: ctx ended or the
+// minute passed first (the error names the URL and carries ctx's cause).
+func (c *Client) WaitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyWait)
+	defer cancel()
+	url := c.BaseURL + "/readyz"
+	tick := time.NewTicker(readyPoll)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := c.httpClient().Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(fmt.Errorf("%s did not become ready", url), context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP == nil {
+		return http.DefaultClient
+	}
+	return c.HTTP
 }

@@ -9,7 +9,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jobboard/jobboard/internal/apiclient"
 )
@@ -97,5 +99,36 @@ func TestDoTransportError(t *testing.T) {
 	var ue *url.Error
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "GET /v1/jobs") {
 		t.Errorf("err = %v; want a *url.Error named by the request", err)
+	}
+}
+
+// WaitReady returns once /readyz answers 200, not before.
+func TestWaitReadyWaitsFor200(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" || asked.Add(1) < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c := &apiclient.Client{BaseURL: srv.URL, HTTP: srv.Client()}
+	if err := c.WaitReady(context.Background()); err != nil || asked.Load() != 3 {
+		t.Errorf("WaitReady = %v after %d requests; want nil after the third", err, asked.Load())
+	}
+}
+
+// An API that never gets ready fails the wait when ctx ends.
+func TestWaitReadyGivesUpWithTheContext(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := (&apiclient.Client{BaseURL: srv.URL, HTTP: srv.Client()}).WaitReady(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), srv.URL+"/readyz") {
+		t.Errorf("WaitReady = %v; want the URL named and the deadline", err)
 	}
 }

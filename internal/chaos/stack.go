@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/jobboard/jobboard/internal/apiclient"
 	"github.com/jobboard/jobboard/internal/faultproxy"
 	"github.com/jobboard/jobboard/internal/localaws"
 )
@@ -145,7 +145,7 @@ func startProcesses(ctx context.Context, cfg Config, binDir, logDir string, st *
 		st.apiURLs = append(st.apiURLs, "http://127.0.0.1:"+strconv.Itoa(port))
 	}
 	for _, u := range st.apiURLs {
-		if err := waitReady(ctx, u+"/readyz"); err != nil {
+		if err := (&apiclient.Client{BaseURL: u}).WaitReady(ctx); err != nil {
 			return err
 		}
 	}
@@ -216,27 +216,6 @@ func freePort(ctx context.Context) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitReady polls url until it answers 200, for at most a minute.
-func waitReady(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if err := pause(ctx, 100*time.Millisecond); err != nil {
-			return fmt.Errorf("%s did not become ready: %w", url, err)
-		}
-	}
 }
 
 // pause waits d, or less if ctx ends first (then it returns ctx's error).

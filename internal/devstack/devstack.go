@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobboard/jobboard/internal/apiclient"
 	"github.com/jobboard/jobboard/internal/localaws"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
 )
@@ -179,7 +180,7 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 	if err := children.start(ctx, "api", filepath.Join(cfg.BinDir, "api"), st.Env); err != nil {
 		return err
 	}
-	if err := waitReady(ctx, st.APIURL+"/readyz"); err != nil {
+	if err := (&apiclient.Client{BaseURL: st.APIURL}).WaitReady(ctx); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
 	for _, name := range []string{"worker", "sweeper"} {

@@ -3,10 +3,8 @@ package devstack
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"sync"
@@ -79,30 +77,5 @@ func (g *group) stop() {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
 		<-done
-	}
-}
-
-// waitReady polls url until it answers 200 or ctx ends (at most a minute).
-func waitReady(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("%s did not become ready", url), context.Cause(ctx))
-		case <-tick.C:
-		}
 	}
 }
