@@ -1,4 +1,4 @@
-package postgres
+package pgtest
 
 import (
 	"context"
@@ -72,19 +72,19 @@ CROSS JOIN LATERAL (
 const analyzeJobsSQL = `ANALYZE jobs`
 
 // SeedJobs inserts n varied jobs for the company with a single INSERT ...
-// SELECT FROM generate_series, then refreshes the table's statistics.
-// Titles, descriptions, locations, remote, employment types, salaries and
-// statuses vary the way real listings do, so searches over them behave
-// realistically. It is meant for benchmarks and for the demo data of
-// `make dev`, not for production. It returns the database's error (for
-// instance a foreign key violation when the company does not exist).
+// SELECT FROM generate_series, through the raw pool, then refreshes the
+// table's statistics. Titles, descriptions, locations, remote, employment
+// types, salaries and statuses vary the way real listings do, so searches
+// over them behave realistically: it is for the tests and benchmarks of
+// search. It returns the database's error (for instance a foreign key
+// violation when the company does not exist).
 func (db *DB) SeedJobs(ctx context.Context, companyID int64, n int) error {
-	if _, err := db.pool.Exec(ctx, seedJobsSQL, companyID, n); err != nil {
+	if _, err := db.Pool.Exec(ctx, seedJobsSQL, companyID, n); err != nil {
 		return fmt.Errorf("seed %d jobs for company %d: %w", n, companyID, err)
 	}
 	// Fresh statistics, so that searches are planned for the new data now
 	// rather than after autovacuum gets round to it.
-	if _, err := db.pool.Exec(ctx, analyzeJobsSQL); err != nil {
+	if _, err := db.Pool.Exec(ctx, analyzeJobsSQL); err != nil {
 		return fmt.Errorf("analyze jobs after seeding: %w", err)
 	}
 	return nil
