@@ -63,28 +63,40 @@ var templates = sync.OnceValues(func() (map[string]templateSet, error) {
 		if err != nil {
 			return nil, err
 		}
-		subject, message, ok := strings.Cut(string(txt), "\n\n")
-		if !ok || strings.Contains(subject, "\n") {
-			return nil, fmt.Errorf("templates/%s.txt: want the subject on the first line, then a blank line, then the message", name)
-		}
-		var set templateSet
-		if set.subject, err = parseTemplate(name+".txt", subject, statusFields, false); err != nil {
-			return nil, err
-		}
-		if set.text, err = parseTemplate(name+".txt", strings.TrimSuffix(message, "\n"), statusFields, false); err != nil {
-			return nil, err
-		}
-		markup, err := templateFS.ReadFile("templates/" + name + ".html")
+		set, err := parseTemplateSet(name, txt, statusFields)
 		if err != nil {
-			return nil, err
-		}
-		if set.html, err = parseTemplate(name+".html", strings.TrimSuffix(string(markup), "\n"), statusFields, true); err != nil {
 			return nil, err
 		}
 		sets[name] = set
 	}
 	return sets, nil
 })
+
+// parseTemplateSet parses the templates of one email: txt is
+// templates/<name>.txt (the subject on its first line, a blank line, the
+// message); templates/<name>.html is read here. Placeholders are those of
+// fields; attrFields may also be the whole value of an HTML attribute.
+// Errors: a file is missing or does not parse.
+func parseTemplateSet(name string, txt []byte, fields []string, attrFields ...string) (templateSet, error) {
+	var set templateSet
+	subject, message, ok := strings.Cut(string(txt), "\n\n")
+	if !ok || strings.Contains(subject, "\n") {
+		return set, fmt.Errorf("templates/%s.txt: want the subject on the first line, then a blank line, then the message", name)
+	}
+	var err error
+	if set.subject, err = parseTemplate(name+".txt", subject, fields, false); err != nil {
+		return set, err
+	}
+	if set.text, err = parseTemplate(name+".txt", strings.TrimSuffix(message, "\n"), fields, false); err != nil {
+		return set, err
+	}
+	markup, err := templateFS.ReadFile("templates/" + name + ".html")
+	if err != nil {
+		return set, err
+	}
+	set.html, err = parseTemplate(name+".html", strings.TrimSuffix(string(markup), "\n"), fields, true, attrFields...)
+	return set, err
+}
 
 // layout parses the layouts once, on first use.
 var layout = sync.OnceValues(func() (layouts, error) {
@@ -267,27 +279,11 @@ var verificationFields = []string{"Link", "Hours", "Subject"}
 // verification.txt (the subject, a blank line, the message) and
 // verification.html (the whole HTML body; the link may be an href).
 var verificationTemplates = sync.OnceValues(func() (templateSet, error) {
-	var set templateSet
 	txt, err := templateFS.ReadFile("templates/" + verificationTemplateName + ".txt")
 	if err != nil {
-		return set, err
+		return templateSet{}, err
 	}
-	subject, message, ok := strings.Cut(string(txt), "\n\n")
-	if !ok || strings.Contains(subject, "\n") {
-		return set, fmt.Errorf("templates/%s.txt: want the subject on the first line, then a blank line, then the message", verificationTemplateName)
-	}
-	if set.subject, err = parseTemplate(verificationTemplateName+".txt", subject, verificationFields, false); err != nil {
-		return set, err
-	}
-	if set.text, err = parseTemplate(verificationTemplateName+".txt", message, verificationFields, false); err != nil {
-		return set, err
-	}
-	markup, err := templateFS.ReadFile("templates/" + verificationTemplateName + ".html")
-	if err != nil {
-		return set, err
-	}
-	set.html, err = parseTemplate(verificationTemplateName+".html", string(markup), verificationFields, true, "Link")
-	return set, err
+	return parseTemplateSet(verificationTemplateName, txt, verificationFields, "Link")
 })
 
 // RenderVerification returns the subject, plain-text body and HTML body of
