@@ -72,6 +72,31 @@ var templates = sync.OnceValues(func() (map[string]templateSet, error) {
 	return sets, nil
 })
 
+// renderWith renders the set with values: the subject on one line (added
+// to values as Subject), the text, and the HTML with the values escaped.
+func (set templateSet) renderWith(values map[string]string) (subject, text, markup string) {
+	var b strings.Builder
+	b.Grow(1024)
+	set.subject.render(&b, values)
+	subject = cleanLine(b.String())
+	values["Subject"] = subject
+	b.Reset()
+	set.text.render(&b, values)
+	text = b.String()
+	b.Reset()
+	set.html.render(&b, escapeAll(values))
+	return subject, text, b.String()
+}
+
+// escapeAll returns values escaped for HTML text and attribute values.
+func escapeAll(values map[string]string) map[string]string {
+	escaped := make(map[string]string, len(values))
+	for k, v := range values {
+		escaped[k] = html.EscapeString(v)
+	}
+	return escaped
+}
+
 // parseTemplateSet parses the templates of one email: txt is
 // templates/<name>.txt (the subject on its first line, a blank line, the
 // message); templates/<name>.html is read here. Placeholders are those of
@@ -218,29 +243,17 @@ func Render(e jobboard.StatusEmail) (subject, text, htmlBody string, err error) 
 	if values["CandidateName"] != "" {
 		values["Greeting"] = "Hello " + values["CandidateName"] + ","
 	}
+	// The templates put the names on one line; renderWith cleans the
+	// subject again in case a template edit ever adds a line break to it.
+	subject, message, htmlMessage := set.renderWith(values)
+	values["Message"] = message
 	var b strings.Builder
-	b.Grow(1024)
-	set.subject.render(&b, values)
-	// The templates put the names on one line; clean again in case a
-	// template edit ever adds a line break to the subject.
-	subject = cleanLine(b.String())
-	values["Subject"] = subject
-
-	b.Reset()
-	set.text.render(&b, values)
-	values["Message"] = b.String()
-	b.Reset()
+	b.Grow(2048)
 	lay.text.render(&b, values)
 	text = b.String()
-
 	// The same values, escaped for HTML; the message is HTML already.
-	escaped := make(map[string]string, len(values))
-	for k, v := range values {
-		escaped[k] = html.EscapeString(v)
-	}
-	b.Reset()
-	set.html.render(&b, escaped)
-	escaped["Message"] = b.String()
+	escaped := escapeAll(values)
+	escaped["Message"] = htmlMessage
 	b.Reset()
 	lay.html.render(&b, escaped)
 	return subject, text, b.String(), nil
@@ -299,21 +312,8 @@ func RenderVerification(e jobboard.VerificationEmail) (subject, text, htmlBody s
 		return "", "", "", fmt.Errorf("render verification email for event %s: %w", e.EventID, err)
 	}
 	values := map[string]string{"Link": e.Link, "Hours": strconv.Itoa(int(jobboard.VerificationTokenTTL.Hours()))}
-	var b strings.Builder
-	b.Grow(1024)
-	set.subject.render(&b, values)
-	subject = cleanLine(b.String())
-	values["Subject"] = subject
-	b.Reset()
-	set.text.render(&b, values)
-	text = b.String()
-	escaped := make(map[string]string, len(values))
-	for k, v := range values {
-		escaped[k] = html.EscapeString(v)
-	}
-	b.Reset()
-	set.html.render(&b, escaped)
-	return subject, text, b.String(), nil
+	subject, text, htmlBody = set.renderWith(values)
+	return subject, text, htmlBody, nil
 }
 
 // checkLink accepts an absolute http or https URL without white space or
