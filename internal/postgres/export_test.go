@@ -24,3 +24,11 @@ const (
 // Pool is db's own pool, for the tests of what Open configures on it (the
 // credentials of each new connection); other tests use pgtest's raw pool.
 func Pool(db *DB) *pgxpool.Pool { return db.pool }
+
+// The statements of a keyed write, for the benchmark of its floor.
+const (
+	CreateJobSQL           = createJobSQL
+	ClaimIdempotencyKeySQL = claimIdempotencyKeySQL
+	StoreAnswerSQL         = storeAnswerSQL
+	IdempotencyLockClass   = idempotencyLockClass
+)
