@@ -15,6 +15,10 @@ func TraceSearch(db *DB, fn func(sql string, args []any)) { db.searchTrace = fn 
 // ids or jobs per row, for rows rows.
 var SearchStretch = searchStretch
 
+// SearchIndexFirst tells whether a text search without filters for query
+// asks the text index at once, for a page of rows rows.
+var SearchIndexFirst = searchIndexFirst
+
 // Stretches per row of the page, without and with filters.
 const (
 	SearchWindowPerRow = searchWindowPerRow

@@ -129,6 +129,11 @@ func contains(words ...string) func(string) bool {
 	}
 }
 
+// manyWords is 18 different stop words: a query with them has as many
+// words as it takes to ask the text index at once (searchIndexFirst),
+// and matches what it would match without them.
+const manyWords = "the a an of to in on at for with by from and is are was were be"
+
 func TestSearchJobsFilters(t *testing.T) {
 	t.Parallel()
 	bd := newBoard(t)
@@ -176,6 +181,12 @@ func TestSearchJobsFilters(t *testing.T) {
 		{name: "word, company member sees closed jobs", actor: &bd.eb, f: jobboard.JobFilter{Query: "engineer", CompanyID: &bd.b.ID},
 			has: contains("engineer")},
 		{name: "contradiction", f: jobboard.JobFilter{Query: "engineer -engineer"}, has: contains("no title has this")},
+		// Enough words, none joined by "or", for the text index to answer
+		// at once, without a window (searchIndexFirst).
+		{name: "many words, none or'ed", f: jobboard.JobFilter{Query: manyWords + " engineer -python"},
+			has: func(s string) bool { return strings.Contains(s, "engineer") && !strings.Contains(s, "python") }},
+		{name: "many words, one or'ed", f: jobboard.JobFilter{Query: manyWords + " nurse or designer"},
+			has: func(s string) bool { return strings.Contains(s, "nurse") || strings.Contains(s, "designer") }},
 	}
 	open := len(bd.expected(nil, jobboard.JobFilter{}, nil))
 	proper := 0
@@ -290,6 +301,53 @@ func TestSearchJobsRefusesUnsearchableQueries(t *testing.T) {
 	}
 }
 
+// A query of many words, none joined by "or", asks the text index in its
+// first and only statement: a window of the newest ids would all but never
+// fill its page, and would cost a statement of its own. Joined by "or",
+// the same words keep the window, which such a query often fills.
+func TestSearchJobsManyWordsAskTheIndexAtOnce(t *testing.T) {
+	t.Parallel()
+	bd := newBoard(t)
+	statements := func(q string) (int, jobboard.JobListing) {
+		n := 0
+		postgres.TraceSearch(bd.db.DB, func(string, []any) { n++ })
+		defer postgres.TraceSearch(bd.db.DB, nil)
+		page, err := bd.db.SearchJobs(context.Background(), nil, jobboard.JobFilter{Query: q, Limit: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, page
+	}
+	many := manyWords + " nurse"
+	n, page := statements(many)
+	if n != 1 {
+		t.Errorf("%q: %d statements, want 1", many, n)
+	}
+	want := bd.expected(nil, jobboard.JobFilter{Query: "nurse"}, contains("nurse"))
+	if len(want) > 5 {
+		want = want[:5]
+	}
+	var got []int64
+	for _, j := range page.Items {
+		got = append(got, j.ID)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("page (-want +got):\n%s", diff)
+	}
+	for q, want := range map[string]bool{
+		many:                         true,
+		many + " or designer":        false, // "or": the window may fill
+		strings.Repeat("nurse ", 20): false, // one word, said 20 times
+		"nurse designer":             false,
+		strings.ToUpper(manyWords):   true,
+		strings.Join(strings.Fields(manyWords)[:16], " "): false, // 16 words
+	} {
+		if got := postgres.SearchIndexFirst(q, 6); got != want {
+			t.Errorf("searchIndexFirst(%q) = %t, want %t", q, got, want)
+		}
+	}
+}
+
 // rowsRead runs an anonymous SearchJobs for f, then EXPLAIN ANALYZE of
 // every statement it ran, and returns how many rows of jobs their plans
 // read: the rows every scan of jobs returned or removed by a filter or a
@@ -371,6 +429,9 @@ func TestSearchJobsReadsBoundedRows(t *testing.T) {
 		{"a common word", jobboard.JobFilter{Query: "engineer"}},
 		{"a contradiction", jobboard.JobFilter{Query: "engineer -engineer"}},
 		{"a phrase in an order no job has", jobboard.JobFilter{Query: `"python backend engineer"`}},
+		{"a 30-word phrase", jobboard.JobFilter{Query: `"keep production reliable with python notebooks and dashboards while you design products in figma for patients on a busy ward and ship orders from our modern warehouse every single day"`}},
+		{"a common word said 20 times", jobboard.JobFilter{Query: strings.Repeat("engineer ", 20)}},
+		{"a common word among many stop words", jobboard.JobFilter{Query: manyWords + " engineer"}},
 		{"a word and a location no job has", jobboard.JobFilter{Query: "engineer", Location: "Atlantis"}},
 		{"a rare word and a common location", jobboard.JobFilter{Query: "rust", Location: "berlin"}},
 		{"a word and every filter", jobboard.JobFilter{Query: "engineer", Location: "berlin", Remote: ptr(true),
