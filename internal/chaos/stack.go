@@ -124,12 +124,12 @@ func startProcesses(ctx context.Context, cfg Config, binDir, logDir string, st *
 
 	jwtSecret := make([]byte, 32)
 	_, _ = rand.Read(jwtSecret) // never fails (crypto/rand)
-	for i := 1; i <= cfg.APIs; i++ {
-		port, err := freePort(ctx)
-		if err != nil {
-			return err
-		}
-		name := "api-" + strconv.Itoa(i)
+	ports, err := freePorts(ctx, cfg.APIs)
+	if err != nil {
+		return err
+	}
+	for i, port := range ports {
+		name := "api-" + strconv.Itoa(i+1)
 		d, err := dbEnv("chaos-" + name)
 		if err != nil {
 			return err
@@ -208,14 +208,20 @@ func (st *stack) queueDepth(ctx context.Context, queueURL string) (int, error) {
 	return localaws.QueueDepth(ctx, st.sqs, queueURL)
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort(ctx context.Context) (int, error) {
-	l, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+// freePorts asks the kernel for n different free loopback ports. It holds
+// each until it has them all: a port let go at once may be the kernel's
+// next answer too, and two APIs told the same port collide.
+func freePorts(ctx context.Context, n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // pause waits d, or less if ctx ends first (then it returns ctx's error).

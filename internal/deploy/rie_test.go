@@ -81,15 +81,22 @@ func buildBootstraps(t testing.TB, tpl *samTemplate) map[string]string {
 	return bins
 }
 
-// freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr(t testing.TB) string {
+// freeAddrs returns n different loopback addresses with ports nobody
+// listens on. It holds each port until it has them all: a port let go at
+// once may be the kernel's next answer too, and an emulator told to serve
+// its two APIs on one port fails to start.
+func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs
 }
 
 // emulator is one aws-lambda-rie process running one function. It takes
@@ -125,10 +132,11 @@ func (b *syncBuffer) String() string {
 // when t ends; its output is logged if t failed.
 func startEmulator(t testing.TB, rie, name, bootstrap string, env map[string]string) *emulator {
 	t.Helper()
-	e := &emulator{t: t, name: name, invokeAt: freeAddr(t), output: &syncBuffer{}, exited: make(chan struct{})}
+	addrs := freeAddrs(t, 2)
+	e := &emulator{t: t, name: name, invokeAt: addrs[0], output: &syncBuffer{}, exited: make(chan struct{})}
 	e.cmd = exec.Command(rie,
 		"--runtime-interface-emulator-address", e.invokeAt,
-		"--runtime-api-address", freeAddr(t),
+		"--runtime-api-address", addrs[1],
 		bootstrap)
 	e.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "AWS_LAMBDA_FUNCTION_NAME=" + name}
 	for k, v := range env {

@@ -142,9 +142,11 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 
 	apiPort := cfg.APIPort
 	if apiPort == 0 {
-		if apiPort, err = freePort(ctx); err != nil {
+		ports, err := freePorts(ctx, 1)
+		if err != nil {
 			return err
 		}
+		apiPort = ports[0]
 	}
 	st := Stack{
 		APIURL:      "http://127.0.0.1:" + strconv.Itoa(apiPort),
@@ -205,14 +207,20 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 	return nil
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort(ctx context.Context) (int, error) {
-	l, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+// freePorts asks the kernel for n different free loopback ports. It holds
+// each until it has them all: a port let go at once may be the kernel's
+// next answer too, and two servers told the same port collide.
+func freePorts(ctx context.Context, n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // randomSecret is the local stack's JWT key: new on every start, so tokens

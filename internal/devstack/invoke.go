@@ -86,14 +86,11 @@ type Invocation struct {
 // margin for the start); ErrFunction (wrapped, with the answer returned
 // too) when the function answered with an error.
 func (inv Invocation) Run(ctx context.Context, event []byte) ([]byte, error) {
-	invokeAt, err := freeAddr(ctx)
+	addrs, err := freeAddrs(ctx, 2)
 	if err != nil {
 		return nil, err
 	}
-	runtimeAt, err := freeAddr(ctx)
-	if err != nil {
-		return nil, err
-	}
+	invokeAt, runtimeAt := addrs[0], addrs[1]
 	cmd := exec.Command(inv.RIE, //nolint:noctx // stopped below with SIGTERM, so that it stops the function too
 		"--runtime-interface-emulator-address", invokeAt,
 		"--runtime-api-address", runtimeAt,
@@ -174,11 +171,16 @@ func postUntilListening(ctx context.Context, url string, body []byte, exited <-c
 	}
 }
 
-// freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr(ctx context.Context) (string, error) {
-	p, err := freePort(ctx)
+// freeAddrs returns n different loopback addresses with ports nobody
+// listens on (see freePorts).
+func freeAddrs(ctx context.Context, n int) ([]string, error) {
+	ports, err := freePorts(ctx, n)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+	addrs := make([]string, n)
+	for i, p := range ports {
+		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+	}
+	return addrs, nil
 }
