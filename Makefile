@@ -83,8 +83,9 @@ bench: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
 ## coldstart: each function's cold start under aws-lambda-rie next to two
-## hello-world baselines (COLDSTART_ROUNDS rounds, medians and ratios), and
-## the size of each Lambda artifact; see README, Performance.
+## hello-world baselines, and the worker's next to its floor
+## (COLDSTART_ROUNDS rounds, medians and ratios), and the size of each
+## Lambda artifact; see README, Performance.
 COLDSTART_ROUNDS ?= 20
 coldstart: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -count=1 -v -run '^TestBootstrapsFitTheSizeAim$$' \

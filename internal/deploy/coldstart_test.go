@@ -39,7 +39,7 @@ func TestBootstrapsFitTheSizeAim(t *testing.T) {
 			t.Errorf("%s: bootstrap is %d bytes; the aim is at most %d", name, fi.Size(), maxBootstrapBytes)
 		}
 	}
-	for _, baseline := range []string{baselineHello, baselineHelloDB} {
+	for _, baseline := range []string{baselineHello, baselineHelloDB, workerFloor} {
 		if fi, err := os.Stat(buildBaseline(t, baseline, "GOOS=linux", "GOARCH=arm64")); err == nil {
 			t.Logf("%s (baseline): %.1f MB", baseline, float64(fi.Size())/1e6)
 		}
@@ -52,6 +52,12 @@ const (
 	baselineHello   = "hello"
 	baselineHelloDB = "hellodb"
 )
+
+// workerFloor, in testdata, is hellodb with the three AWS clients the
+// worker cannot do without (SES v2, SQS, Secrets Manager) and nothing else:
+// the least the worker's init can be while it connects at init. It is
+// measured as a function is, and the worker against it.
+const workerFloor = "workerfloor"
 
 // buildBaseline builds testdata/name with the flags of the functions'
 // builds (and the extra environment, such as GOARCH), and returns its path.
@@ -108,11 +114,12 @@ func measureColdStart(b *testing.B, rie, name, bootstrap string, env map[string]
 	return cs
 }
 
-// BenchmarkColdStart: every function's bootstrap, and two baselines, each
-// started under aws-lambda-rie and invoked once, in turn, b.N rounds (`make
-// coldstart` runs 20). The baselines are a hello-world Go function, and the
-// same with a pgx pool opened and pinged at init (as every function does,
-// so that the first request finds a connection). Everything is built for
+// BenchmarkColdStart: every function's bootstrap, two baselines and the
+// worker's floor, each started under aws-lambda-rie and invoked once, in
+// turn, b.N rounds (`make coldstart` runs 20). The baselines are a
+// hello-world Go function, and the same with a pgx pool opened and pinged
+// at init (as every function does, so that the first request finds a
+// connection); the floor is workerFloor. Everything is built for
 // this machine with the flags of `make build`, and the functions connect
 // to PostgreSQL and the stand-ins as they do in Lambda.
 //
@@ -120,25 +127,38 @@ func measureColdStart(b *testing.B, rie, name, bootstrap string, env map[string]
 // the first invocation's answer) and of its init (the emulator's INIT
 // REPORT: process start to the runtime's first request for work), in
 // milliseconds, and the medians of the ratios to each baseline's figures of
-// the same round, so that a machine whose speed drifts still compares like
-// with like.
+// the same round (the worker's also to its floor's), so that a machine
+// whose speed drifts still compares like with like.
 func BenchmarkColdStart(b *testing.B) {
 	tpl := loadTemplate(b)
 	rie := rieBinary(b)
 	bins := buildBootstraps(b, tpl)
 	baselines := []string{baselineHello, baselineHelloDB}
-	for _, name := range baselines {
+	for _, name := range append(slices.Clone(baselines), workerFloor) {
 		bins[name] = buildBaseline(b, name)
 	}
 	env, _ := localEnv(b, "cold.example.com")
 	payloads := map[string][]byte{
 		baselineHello:     []byte(`{}`),
 		baselineHelloDB:   []byte(`{}`),
+		workerFloor:       []byte(`{}`),
 		"ApiFunction":     readEvent(b, "api-list-jobs.json", nil),
 		"WorkerFunction":  readEvent(b, "sqs-malformed.json", nil),
 		"SweeperFunction": readEvent(b, "sweeper-schedule.json", nil),
 	}
-	names := append(slices.Clone(baselines), tpl.functions(b)...)
+	names := append(append(slices.Clone(baselines), workerFloor), tpl.functions(b)...)
+	// Each name's figures are compared with these, round by round.
+	comparedWith := func(name string) []string {
+		switch name {
+		case baselineHello:
+			return nil
+		case baselineHelloDB:
+			return []string{baselineHello}
+		case "WorkerFunction":
+			return append(slices.Clone(baselines), workerFloor)
+		}
+		return baselines
+	}
 	samples := map[string][]coldStart{}
 	for b.Loop() {
 		for _, name := range names {
@@ -155,10 +175,7 @@ func BenchmarkColdStart(b *testing.B) {
 		}
 		b.ReportMetric(median(first), name+"-first-ms")
 		b.ReportMetric(median(init), name+"-init-ms")
-		for _, base := range baselines {
-			if name == base || (name == baselineHello && base == baselineHelloDB) {
-				continue
-			}
+		for _, base := range comparedWith(name) {
 			var firstRatio, initRatio []float64
 			for i, s := range samples[name] {
 				firstRatio = append(firstRatio, ms(s.firstAnswer)/ms(samples[base][i].firstAnswer))

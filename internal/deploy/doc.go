@@ -30,5 +30,6 @@
 //   - coldstart_test.go holds each function's Lambda artifact to the size
 //     aim, and BenchmarkColdStart (`make coldstart`) measures cold starts
 //     under the emulator against hello-world baselines (testdata/hello,
-//     testdata/hellodb).
+//     testdata/hellodb) and the worker against its floor
+//     (testdata/workerfloor).
 package deploy
