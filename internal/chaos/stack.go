@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/jobboard/jobboard/internal/apiclient"
+	"github.com/jobboard/jobboard/internal/devstack"
 	"github.com/jobboard/jobboard/internal/faultproxy"
 	"github.com/jobboard/jobboard/internal/localaws"
 )
@@ -124,7 +124,7 @@ func startProcesses(ctx context.Context, cfg Config, binDir, logDir string, st *
 
 	jwtSecret := make([]byte, 32)
 	_, _ = rand.Read(jwtSecret) // never fails (crypto/rand)
-	ports, err := freePorts(ctx, cfg.APIs)
+	ports, err := devstack.FreePorts(ctx, cfg.APIs)
 	if err != nil {
 		return err
 	}
@@ -206,22 +206,6 @@ func (st *stack) close() error {
 // queueDepth returns the messages of a queue, visible, in flight or delayed.
 func (st *stack) queueDepth(ctx context.Context, queueURL string) (int, error) {
 	return localaws.QueueDepth(ctx, st.sqs, queueURL)
-}
-
-// freePorts asks the kernel for n different free loopback ports. It holds
-// each until it has them all: a port let go at once may be the kernel's
-// next answer too, and two APIs told the same port collide.
-func freePorts(ctx context.Context, n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // pause waits d, or less if ctx ends first (then it returns ctx's error).

@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 
 	apiPort := cfg.APIPort
 	if apiPort == 0 {
-		ports, err := freePorts(ctx, 1)
+		ports, err := FreePorts(ctx, 1)
 		if err != nil {
 			return err
 		}
@@ -207,10 +207,11 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 	return nil
 }
 
-// freePorts asks the kernel for n different free loopback ports. It holds
+// FreePorts asks the kernel for n different free loopback ports. It holds
 // each until it has them all: a port let go at once may be the kernel's
-// next answer too, and two servers told the same port collide.
-func freePorts(ctx context.Context, n int) ([]int, error) {
+// next answer too, and two servers told the same port collide. It returns
+// the error of a listen that failed.
+func FreePorts(ctx context.Context, n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
 		l, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")

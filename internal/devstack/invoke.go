@@ -172,9 +172,9 @@ func postUntilListening(ctx context.Context, url string, body []byte, exited <-c
 }
 
 // freeAddrs returns n different loopback addresses with ports nobody
-// listens on (see freePorts).
+// listens on (see FreePorts).
 func freeAddrs(ctx context.Context, n int) ([]string, error) {
-	ports, err := freePorts(ctx, n)
+	ports, err := FreePorts(ctx, n)
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ func TestFillEvent(t *testing.T) {
 func TestFreePortsAreDifferent(t *testing.T) {
 	t.Parallel()
 	const n = 200
-	ports, err := freePorts(context.Background(), n)
+	ports, err := FreePorts(context.Background(), n)
 	if err != nil {
 		t.Fatal(err)
 	}
