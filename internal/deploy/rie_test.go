@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/jobboard/jobboard/internal/devstack"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/localaws"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
@@ -81,24 +82,6 @@ func buildBootstraps(t testing.TB, tpl *samTemplate) map[string]string {
 	return bins
 }
 
-// freeAddrs returns n different loopback addresses with ports nobody
-// listens on. It holds each port until it has them all: a port let go at
-// once may be the kernel's next answer too, and an emulator told to serve
-// its two APIs on one port fails to start.
-func freeAddrs(t testing.TB, n int) []string {
-	t.Helper()
-	addrs := make([]string, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		addrs = append(addrs, l.Addr().String())
-	}
-	return addrs
-}
-
 // emulator is one aws-lambda-rie process running one function. It takes
 // one invocation at a time: concurrent invocations crash it.
 type emulator struct {
@@ -132,7 +115,12 @@ func (b *syncBuffer) String() string {
 // when t ends; its output is logged if t failed.
 func startEmulator(t testing.TB, rie, name, bootstrap string, env map[string]string) *emulator {
 	t.Helper()
-	addrs := freeAddrs(t, 2)
+	// Two different ports: an emulator told to serve its two APIs on one
+	// port fails to start.
+	addrs, err := devstack.FreeAddrs(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := &emulator{t: t, name: name, invokeAt: addrs[0], output: &syncBuffer{}, exited: make(chan struct{})}
 	e.cmd = exec.Command(rie,
 		"--runtime-interface-emulator-address", e.invokeAt,

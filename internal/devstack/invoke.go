@@ -86,7 +86,7 @@ type Invocation struct {
 // margin for the start); ErrFunction (wrapped, with the answer returned
 // too) when the function answered with an error.
 func (inv Invocation) Run(ctx context.Context, event []byte) ([]byte, error) {
-	addrs, err := freeAddrs(ctx, 2)
+	addrs, err := FreeAddrs(ctx, 2)
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +171,9 @@ func postUntilListening(ctx context.Context, url string, body []byte, exited <-c
 	}
 }
 
-// freeAddrs returns n different loopback addresses with ports nobody
-// listens on (see FreePorts).
-func freeAddrs(ctx context.Context, n int) ([]string, error) {
+// FreeAddrs returns n different loopback addresses with ports nobody
+// listens on (see FreePorts), or the error of a listen that failed.
+func FreeAddrs(ctx context.Context, n int) ([]string, error) {
 	ports, err := FreePorts(ctx, n)
 	if err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ func TestReadStateWithoutAStack(t *testing.T) {
 	if _, err := ReadState(context.Background(), filepath.Join(dir, "none.json")); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("no state file: %v; want ErrNotRunning", err)
 	}
-	addrs, err := freeAddrs(context.Background(), 1)
+	addrs, err := FreeAddrs(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +75,11 @@ func TestFreePortsAreDifferent(t *testing.T) {
 	if len(ports) != n {
 		t.Errorf("%d ports; want %d", len(ports), n)
 	}
-	addrs, err := freeAddrs(context.Background(), 2)
+	addrs, err := FreeAddrs(context.Background(), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if addrs[0] == addrs[1] {
-		t.Errorf("freeAddrs gave %s twice", addrs[0])
+		t.Errorf("FreeAddrs gave %s twice", addrs[0])
 	}
 }
