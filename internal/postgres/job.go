@@ -19,14 +19,18 @@ const jobColumns = `j.id, j.company_id, j.title, j.description, j.location, j.re
 	j.employment_type, j.salary_min, j.salary_max, j.salary_currency, j.status,
 	j.created_at, j.updated_at`
 
-func scanJob(row pgx.CollectableRow) (jobboard.Job, error) {
+func scanJob(row pgx.CollectableRow) (jobboard.Job, error) { return scanJobWith(row) }
+
+// scanJobWith is scanJob for a row with more columns after the job's, read
+// into extra.
+func scanJobWith(row pgx.CollectableRow, extra ...any) (jobboard.Job, error) {
 	var (
 		j        jobboard.Job
 		lo, hi   *int64
 		currency *string
 	)
-	err := row.Scan(&j.ID, &j.CompanyID, &j.Title, &j.Description, &j.Location, &j.Remote,
-		&j.EmploymentType, &lo, &hi, &currency, &j.Status, &j.CreatedAt, &j.UpdatedAt)
+	err := row.Scan(append([]any{&j.ID, &j.CompanyID, &j.Title, &j.Description, &j.Location, &j.Remote,
+		&j.EmploymentType, &lo, &hi, &currency, &j.Status, &j.CreatedAt, &j.UpdatedAt}, extra...)...)
 	if err == nil && lo != nil && hi != nil && currency != nil {
 		j.Salary = &jobboard.Salary{Min: *lo, Max: *hi, Currency: *currency}
 	}
@@ -119,7 +123,10 @@ RETURNING ` + jobColumns
 // *jobboard.ValidationError when the patched job is invalid (nothing is
 // written then).
 func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
-	var updated jobboard.Job
+	var (
+		updated jobboard.Job
+		emitted []string
+	)
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, jobForUpdateSQL, id, actor.UserID)
 		current, err := pgx.CollectExactlyOneRow(rows, scanJob)
@@ -131,11 +138,19 @@ func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p j
 			return err
 		}
 		lo, hi, currency := salaryArgs(next.Salary)
-		rows, _ = tx.Query(ctx, updateJobSQL, id, next.Title, next.Description, next.Location,
-			next.Remote, next.EmploymentType, lo, hi, currency, next.Status)
-		updated, err = pgx.CollectExactlyOneRow(rows, scanJob)
+		// The update writes the job.closed webhook event too when it closes
+		// the job and an endpoint wants it (webhook_emit.go).
+		closing := current.Status == jobboard.JobOpen && next.Status == jobboard.JobClosed
+		rows, _ = tx.Query(ctx, updateJobEmittingSQL, id, next.Title, next.Description, next.Location,
+			next.Remote, next.EmploymentType, lo, hi, currency, next.Status, closing)
+		updated, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (jobboard.Job, error) {
+			return scanJobWith(row, &emitted)
+		})
 		return err
 	})
+	if err == nil {
+		err = noteEmitted(ctx, emitted)
+	}
 	if err != nil {
 		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, timeout(ctx, err))
 	}

@@ -1,0 +1,70 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// WebhookRole is the database role of the delivery function, made by
+// migration 006.
+const WebhookRole = "jobboard_webhooks"
+
+// ensureRoles makes the roles the migrations grant to, as the server's
+// administrator (the user of ServerURL): pgtestdb migrates as a user
+// without CREATEROLE, as a migrating user on a server may be, and the
+// migration then finds the role made already. Roles belong to the whole
+// server; making one that exists is not an error.
+func ensureRoles(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, ServerURL())
+	if err != nil {
+		return fmt.Errorf("connect to make roles: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, `
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '`+WebhookRole+`') THEN
+        CREATE ROLE `+WebhookRole+` NOLOGIN;
+    END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
+END
+$$`)
+	if err != nil {
+		return fmt.Errorf("make role %s: %w", WebhookRole, err)
+	}
+	return nil
+}
+
+// RoleURL returns the URL of the database at dbURL as the server's
+// administrator whose sessions take role as their session role: its
+// statements then have exactly role's privileges. (The test user of
+// pgtestdb is not a member of role; the administrator may set any.)
+func RoleURL(tb testing.TB, dbURL, role string) string {
+	tb.Helper()
+	db, err := url.Parse(dbURL)
+	if err != nil {
+		tb.Fatalf("parse database url: %v", err)
+	}
+	admin, err := url.Parse(ServerURL())
+	if err != nil {
+		tb.Fatalf("parse server url: %v", err)
+	}
+	admin.Path = db.Path
+	q := admin.Query()
+	q.Set("role", role) // pgx sends unknown parameters as run-time parameters
+	admin.RawQuery = q.Encode()
+	return admin.String()
+}
+
+// RolePool returns a pool over the database at dbURL whose sessions run as
+// role (see RoleURL), closed when tb ends.
+func RolePool(tb testing.TB, dbURL, role string) *pgxpool.Pool {
+	tb.Helper()
+	return Pool(tb, RoleURL(tb, dbURL, role))
+}
