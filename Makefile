@@ -17,6 +17,11 @@ AWS_LAMBDA_RIE         := $(TOOLS_DIR)/aws-lambda-rie-$(AWS_LAMBDA_RIE_VERSION)
 # The npm stand-ins for SQS and SES (see .ci/localaws/package.json).
 LOCALAWS := .ci/localaws/node_modules/.package-lock.json
 
+# The specification's own verifier of webhook signatures (npm
+# standardwebhooks), pinned in .ci/webhooks: the receiver tests of
+# internal/webhook check every delivery with it.
+WEBHOOK_VERIFIER := .ci/webhooks/node_modules/.package-lock.json
+
 # Redocly CLI, the OpenAPI linter, pinned in .ci/openapi (package.json, lock).
 OPENAPI_LINT := .ci/openapi/node_modules/.package-lock.json
 REDOCLY      := REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true .ci/openapi/node_modules/.bin/redocly
@@ -58,7 +63,7 @@ chaos: $(LOCALAWS)
 	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
 
 ## test: lint, then every test with the race detector.
-test: lint $(LOCALAWS) $(AWS_LAMBDA_RIE)
+test: lint $(LOCALAWS) $(WEBHOOK_VERIFIER) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -race -count=1 ./...
 
 ## lint: gofmt, go vet, golangci-lint (pinned), and Redocly's recommended
@@ -103,6 +108,9 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./$$dir; \
 		done; \
 	done
+
+$(WEBHOOK_VERIFIER): .ci/webhooks/package.json .ci/webhooks/package-lock.json
+	npm ci --prefix .ci/webhooks --no-audit --no-fund --loglevel=error
 
 ## rie: the pinned Lambda Runtime Interface Emulator.
 rie: $(AWS_LAMBDA_RIE)
