@@ -47,6 +47,9 @@ const (
 	// and its answer (a token) is not worth storing. The key is checked and
 	// otherwise ignored.
 	keysIgnored
+	// keysSecretAnswer: keys per user, for an answer that shows a webhook
+	// signing secret: it is stored with the secret sealed (webhook.go).
+	keysSecretAnswer
 )
 
 // errKeyReused answers a key sent again with a different request.
@@ -124,7 +127,7 @@ func (s *server) keyed(policy keyPolicy, h apiFunc) apiFunc {
 			return h(w, r)
 		}
 		scope := anonymousKeyScope
-		if policy == keysPerUser {
+		if policy == keysPerUser || policy == keysSecretAnswer {
 			a, signedIn, err := s.optionalActor(r)
 			if err != nil || !signedIn {
 				return h(w, r) // the handler answers 401
@@ -160,6 +163,9 @@ func (s *server) keyed(policy keyPolicy, h apiFunc) apiFunc {
 			return nil
 		}
 		answer, err := rec.answer(req.Fingerprint, policy)
+		if err == nil && policy == keysSecretAnswer {
+			answer.Body, err = s.sealSecretAnswer(answer.Body)
+		}
 		if err != nil {
 			return err
 		}
@@ -209,6 +215,11 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request, req jobboard.Ide
 			return false, fmt.Errorf("replay session: %w", err)
 		}
 		return true, s.writeSession(w, r, stored.Status, sealed.User)
+	}
+	if policy == keysSecretAnswer {
+		if stored.Body, err = s.openSecretAnswer(stored.Body); err != nil {
+			return false, fmt.Errorf("replay: %w", err)
+		}
 	}
 	for name, value := range stored.Header {
 		h.Set(name, value)

@@ -39,6 +39,9 @@ const (
 	kindVerificationTokenExpired = "verification-token-expired"
 	kindVerificationTokenUsed    = "verification-token-used"
 	kindTooManyVerification      = "too-many-verification-emails"
+
+	kindTooManyWebhookEndpoints = "too-many-webhook-endpoints"
+	kindWebhookEndpointDisabled = "webhook-endpoint-disabled"
 )
 
 // problem is an RFC 9457 problem details object. Errors (field-level detail)
@@ -115,6 +118,10 @@ var errorKinds = []struct {
 		"The verification link has expired; sign in and ask for a new one."},
 	{jobboard.ErrVerificationTokenUsed, http.StatusGone, kindVerificationTokenUsed,
 		"The verification link has been used already."},
+	{jobboard.ErrTooManyWebhookEndpoints, http.StatusConflict, kindTooManyWebhookEndpoints,
+		"The company has the most webhook endpoints allowed (20); delete one first."},
+	{jobboard.ErrWebhookEndpointDisabled, http.StatusConflict, kindWebhookEndpointDisabled,
+		"The webhook endpoint is disabled; enable it (PATCH enabled: true) first."},
 }
 
 // problemFor turns any error a handler returns into the problem to answer.

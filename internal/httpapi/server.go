@@ -71,6 +71,14 @@ type Config struct {
 	// CORSAllowedOrigins lists the origins whose browsers may call the API
 	// (see ParseAllowedOrigins). Empty: no CORS header fields at all.
 	CORSAllowedOrigins []string
+
+	// Webhooks keeps the companies' webhook endpoints and their delivery
+	// log, and WebhookSealer seals their signing secrets; without both the
+	// webhook routes answer 503. WebhookURLs is what an endpoint's URL may
+	// be (the zero value: https on 443, no internal address).
+	Webhooks      jobboard.WebhookStore
+	WebhookSealer jobboard.SecretSealer
+	WebhookURLs   jobboard.WebhookURLPolicy
 }
 
 // relayTimeout bounds the fast-path publish of a status event. It runs
@@ -104,6 +112,11 @@ type server struct {
 
 	// verificationPolicy bounds the verification emails.
 	verificationPolicy jobboard.VerificationPolicy
+
+	// webhooks, webhookSealer and webhookURLs are Config's.
+	webhooks      jobboard.WebhookStore
+	webhookSealer jobboard.SecretSealer
+	webhookURLs   jobboard.WebhookURLPolicy
 }
 
 // NewServer returns the HTTP handler of the job-board API: every route of
@@ -162,6 +175,10 @@ func newServer(cfg Config) *server {
 		corsOrigins:  cfg.CORSAllowedOrigins,
 
 		verificationPolicy: cfg.VerificationPolicy,
+
+		webhooks:      cfg.Webhooks,
+		webhookSealer: cfg.WebhookSealer,
+		webhookURLs:   cfg.WebhookURLs,
 	}
 	s.addRoutes()
 	return s

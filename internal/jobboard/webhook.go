@@ -261,14 +261,36 @@ func (pol WebhookURLPolicy) Check(raw string) error {
 	case port != "" && !validPort(port):
 		p.add("url", "has an invalid port")
 	}
-	if addr, ok := parseHostAddr(host); ok {
+	addr, isAddr := parseHostAddr(host)
+	switch {
+	case isAddr:
 		if reason, blocked := BlockedWebhookAddr(addr, pol.AllowInsecure); blocked {
 			p.add("url", "must not point to %s", reason)
 		}
-	} else if localName(host) && !pol.AllowInsecure {
+	case numericName(host):
+		// 2852039166, 0251.0376.0251.0376, 0xa9.0xfe…: not DNS names, and
+		// some resolvers read them as addresses (inet_aton's forms).
+		p.add("url", "must have a DNS name or an IP address written the standard way")
+	case localName(host) && !pol.AllowInsecure:
 		p.add("url", "must not name a local host")
 	}
 	return p.err()
+}
+
+// numericName reports whether a host that is not a standard IP address has
+// a last label of digits (or 0x and hex digits): no top-level domain looks
+// like that, and inet_aton reads such names as IPv4 addresses.
+func numericName(host string) bool {
+	last := host[strings.LastIndexByte(host, '.')+1:]
+	if last == "" {
+		return false
+	}
+	digits := strings.TrimPrefix(strings.TrimPrefix(last, "0x"), "0X")
+	if digits == "" {
+		return true
+	}
+	return strings.Trim(digits, "0123456789abcdefABCDEF") == "" &&
+		(digits != last || strings.Trim(last, "0123456789") == "")
 }
 
 func validPort(port string) bool {

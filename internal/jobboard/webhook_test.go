@@ -97,6 +97,11 @@ func TestWebhookURLPolicy(t *testing.T) {
 		{"https://hooks.example.com:0/x", false, false, "port"},
 		{"https://hooks.example.com:99999/x", false, false, "port"},
 		{"", false, false, "required"},
+		{"https://2852039166/", false, false, "standard way"},
+		{"https://0251.0376.0251.0376/", false, false, "standard way"},
+		{"https://0xa9.0xfe.0xa9.0xfe/", false, false, "standard way"},
+		{"https://hooks.example.com./x", true, true, ""},
+		{"https://ab.cafe/x", true, true, ""},
 		{"https://" + strings.Repeat("a", jobboard.MaxWebhookURLLen), false, false, "at most"},
 	}
 	for _, c := range cases {
