@@ -34,7 +34,7 @@ LAMBDA_GOFLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
 .PHONY: dev test lint bench coldstart fuzz migrate build localaws rie invoke poison chaos
-.PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction
+.PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction build-WebhookFunction
 
 # `make dev`, `make invoke` and the emulator tests build the functions for
 # this machine with the same flags (those of the Lambda builds, less the
@@ -150,6 +150,7 @@ build:
 	$(MAKE) build-ApiFunction ARTIFACTS_DIR=build/api
 	$(MAKE) build-WorkerFunction ARTIFACTS_DIR=build/worker
 	$(MAKE) build-SweeperFunction ARTIFACTS_DIR=build/sweeper
+	$(MAKE) build-WebhookFunction ARTIFACTS_DIR=build/webhook
 
 # The RDS CA bundle, when it is in the project, ships beside each bootstrap
 # (/var/task/rds-global-bundle.pem on Lambda) for DatabaseSslRootCert; see
@@ -168,4 +169,7 @@ build-WorkerFunction:
 	$(COPY_CA_BUNDLE)
 build-SweeperFunction:
 	$(LAMBDA_BUILD) ./functions/sweeper
+	$(COPY_CA_BUNDLE)
+build-WebhookFunction:
+	$(LAMBDA_BUILD) ./functions/webhook
 	$(COPY_CA_BUNDLE)

@@ -17,7 +17,8 @@
 // CORS_ALLOWED_ORIGINS (comma-separated origins whose browsers may call the
 // API; empty: no CORS); CACHE_MAX_AGE and CACHE_STALE_WHILE_REVALIDATE
 // (durations such as 30s: the Cache-Control of anonymous job searches, jobs
-// and companies).
+// and companies); WEBHOOK_EVENTS_QUEUE_URL, WEBHOOK_SEALING_KEY or on AWS
+// WEBHOOK_SEALING_KEY_SECRET_ARN, WEBHOOK_ALLOW_INSECURE (see webhook.go).
 package main
 
 import (
@@ -93,6 +94,8 @@ type config struct {
 	// settings of httpapi.Config of the same names.
 	corsOrigins                        []string
 	publicMaxAge, staleWhileRevalidate time.Duration
+	// webhooks are the webhook settings (webhook.go).
+	webhooks webhookSettings
 }
 
 // loadConfig reads the plain settings; the secrets come from
@@ -127,6 +130,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, err
 	}
 	if c.staleWhileRevalidate, err = cacheDuration("CACHE_STALE_WHILE_REVALIDATE", getenv("CACHE_STALE_WHILE_REVALIDATE")); err != nil {
+		return c, err
+	}
+	if c.webhooks, err = loadWebhookSettings(getenv); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -224,6 +230,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := cfg.loadJWTSecret(ctx, getenv, secrets, logger); err != nil {
 		return err
 	}
+	if err := cfg.webhooks.loadSealer(ctx, cfg.Lambda, getenv, secrets, logger); err != nil {
+		return err
+	}
 	if cfg.Lambda {
 		return runLambda(ctx, cfg, logger)
 	}
@@ -241,7 +250,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 	if err != nil {
 		return nil, nil, err
 	}
-	relay := eventRelay(ctx, cfg.queueURL, cfg.AWS, db, logger)
+	relay := eventRelay(ctx, cfg.queueURL, cfg.webhooks.queueURL, cfg.AWS, db, logger)
 	h = httpapi.NewServer(httpapi.Config{
 		RequestID:    gatewayRequestID,
 		Users:        db,
@@ -258,6 +267,10 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 		PublicMaxAge:         cfg.publicMaxAge,
 		StaleWhileRevalidate: cfg.staleWhileRevalidate,
 		CORSAllowedOrigins:   cfg.corsOrigins,
+
+		Webhooks:      db,
+		WebhookSealer: cfg.webhooks.sealer,
+		WebhookURLs:   cfg.webhooks.urls,
 	})
 	return h, db.Close, nil
 }

@@ -818,15 +818,19 @@ func TestFunctionsHaveTheGrantsTheirWorkNeeds(t *testing.T) {
 	t.Parallel()
 	tpl := loadTemplate(t)
 	queueArn := getAttPlaceholder("StatusEventsQueue", "Arn")
+	webhookQueueArn := getAttPlaceholder("WebhookEventsQueue", "Arn")
 	identity := "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/${MailFromIdentity}"
 	configurationSet := "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${MailConfigurationSet}"
 	tests := []struct {
 		function string
 		want     map[string][]string // action → resources, besides GetSecretValue
 	}{
-		{"ApiFunction", map[string][]string{"sqs:SendMessage": {queueArn}}},
+		{"ApiFunction", map[string][]string{"sqs:SendMessage": {queueArn, webhookQueueArn}}},
 		{"WorkerFunction", map[string][]string{"ses:SendEmail": {configurationSet, identity}, "sqs:ChangeMessageVisibility": {queueArn}}},
-		{"SweeperFunction", map[string][]string{"sqs:SendMessage": {queueArn}}},
+		{"SweeperFunction", map[string][]string{"sqs:SendMessage": {queueArn, webhookQueueArn}}},
+		// The delivery function calls nothing of AWS but its queue (and its
+		// secrets): no SES, no other queue.
+		{"WebhookFunction", map[string][]string{"sqs:ChangeMessageVisibility": {webhookQueueArn}}},
 	}
 	for _, tt := range tests {
 		got := tpl.grants(t, tt.function)

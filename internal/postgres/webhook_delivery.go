@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
@@ -255,4 +256,21 @@ func (db *DB) DeleteOldWebhookEvents(ctx context.Context, olderThan time.Duratio
 		return n, fmt.Errorf("delete old webhook events: %w", err)
 	}
 	return n, nil
+}
+
+// WebhookRole is the database role of the delivery function (migration
+// 006).
+const WebhookRole = "jobboard_webhooks"
+
+// SessionRole makes every connection of the pool take role as its session
+// role (the run-time parameter role, sent when the connection opens), so
+// that its statements run with exactly role's privileges. The user that
+// logs in must be a member of role. An option for Open.
+func SessionRole(role string) func(*pgxpool.Config) {
+	return func(cfg *pgxpool.Config) {
+		if cfg.ConnConfig.RuntimeParams == nil {
+			cfg.ConnConfig.RuntimeParams = map[string]string{}
+		}
+		cfg.ConnConfig.RuntimeParams["role"] = role
+	}
 }

@@ -15,11 +15,11 @@ import (
 
 // The environment variables of the webhook sealing key.
 const (
-	// EnvWebhookSecretsKey is the key itself, for local runs: at least
+	// EnvWebhookSealingKey is the key itself, for local runs: at least
 	// MinSealingKeyLen bytes of text.
-	EnvWebhookSecretsKey = "WEBHOOK_SECRETS_KEY"
-	// EnvWebhookSecretsKeyARN names a secret whose string is the key.
-	EnvWebhookSecretsKeyARN = "WEBHOOK_SECRETS_KEY_ARN"
+	EnvWebhookSealingKey = "WEBHOOK_SEALING_KEY"
+	// EnvWebhookSealingKeyARN names a secret whose string is the key.
+	EnvWebhookSealingKeyARN = "WEBHOOK_SEALING_KEY_SECRET_ARN"
 )
 
 // MinSealingKeyLen is the shortest sealing key accepted, in bytes of its
@@ -142,18 +142,18 @@ func (s *Sealer) Open(sealed []byte, context string) ([]byte, error) {
 }
 
 // WebhookSealer returns the sealer of webhook signing secrets:
-// WEBHOOK_SECRETS_KEY, or the AWSCURRENT version of the secret named by
-// WEBHOOK_SECRETS_KEY_ARN with its AWSPREVIOUS version for opening (both
+// WEBHOOK_SEALING_KEY, or the AWSCURRENT version of the secret named by
+// WEBHOOK_SEALING_KEY_SECRET_ARN with its AWSPREVIOUS version for opening (both
 // looked up once, here: a rotation of the key reaches a sandbox at its next
 // cold start). Errors wrap ErrNotConfigured when neither is set,
 // ErrMalformed for a short key, or the Secrets Manager call's error.
 func WebhookSealer(ctx context.Context, getenv func(string) string, newClient func() (Getter, error)) (*Sealer, error) {
-	if k := getenv(EnvWebhookSecretsKey); k != "" {
+	if k := getenv(EnvWebhookSealingKey); k != "" {
 		return NewSealer([]byte(k), nil)
 	}
-	arn := getenv(EnvWebhookSecretsKeyARN)
+	arn := getenv(EnvWebhookSealingKeyARN)
 	if arn == "" {
-		return nil, fmt.Errorf("webhook sealing key: set %s or %s: %w", EnvWebhookSecretsKey, EnvWebhookSecretsKeyARN, ErrNotConfigured)
+		return nil, fmt.Errorf("webhook sealing key: set %s or %s: %w", EnvWebhookSealingKey, EnvWebhookSealingKeyARN, ErrNotConfigured)
 	}
 	cur, err := fetch(ctx, newClient, arn, stageCurrent)
 	if err != nil {

@@ -75,7 +75,7 @@ func TestWebhookSealerSources(t *testing.T) {
 	if _, err := secret.WebhookSealer(ctx, env(nil), noClient(t)); !errors.Is(err, secret.ErrNotConfigured) {
 		t.Errorf("nothing set: %v", err)
 	}
-	local, err := secret.WebhookSealer(ctx, env(map[string]string{secret.EnvWebhookSecretsKey: strings.Repeat("x", 32)}), noClient(t))
+	local, err := secret.WebhookSealer(ctx, env(map[string]string{secret.EnvWebhookSealingKey: strings.Repeat("x", 32)}), noClient(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestWebhookSealerSources(t *testing.T) {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	calls := 0
-	fromARN := env(map[string]string{secret.EnvWebhookSecretsKeyARN: webhookKeyARN})
+	fromARN := env(map[string]string{secret.EnvWebhookSealingKeyARN: webhookKeyARN})
 	first, err := secret.WebhookSealer(ctx, fromARN, newClientFor(srv, &calls))
 	if err != nil {
 		t.Fatalf("never rotated: %v", err)

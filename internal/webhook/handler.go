@@ -89,11 +89,14 @@ func New(c Config) (*Handler, error) {
 	if c.Store == nil || c.Sealer == nil || c.Client == nil {
 		return nil, errors.New("webhook: Store, Sealer and Client are required")
 	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = DefaultBackoffMax
+	}
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
 	}{
-		{&c.AttemptTimeout, DefaultAttemptTimeout}, {&c.BackoffBase, DefaultBackoffBase}, {&c.BackoffMax, DefaultBackoffMax},
+		{&c.AttemptTimeout, DefaultAttemptTimeout}, {&c.BackoffBase, min(DefaultBackoffBase, c.BackoffMax)},
 		{&c.RetryWindow, jobboard.WebhookRetryWindow}, {&c.DisableAfter, jobboard.WebhookDisableAfter},
 	} {
 		if *d.v == 0 {
@@ -103,7 +106,7 @@ func New(c Config) (*Handler, error) {
 			return nil, errors.New("webhook: durations must not be negative")
 		}
 	}
-	if c.BackoffMax > DefaultBackoffMax || c.BackoffBase > c.BackoffMax {
+	if c.BackoffMax < 0 || c.BackoffMax > DefaultBackoffMax || c.BackoffBase > c.BackoffMax {
 		return nil, fmt.Errorf("webhook: backoff %v to %v: want base ≤ max ≤ %v", c.BackoffBase, c.BackoffMax, DefaultBackoffMax)
 	}
 	if c.Concurrency == 0 {

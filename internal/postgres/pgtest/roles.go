@@ -41,11 +41,10 @@ $$`)
 	return nil
 }
 
-// RoleURL returns the URL of the database at dbURL as the server's
-// administrator whose sessions take role as their session role: its
-// statements then have exactly role's privileges. (The test user of
-// pgtestdb is not a member of role; the administrator may set any.)
-func RoleURL(tb testing.TB, dbURL, role string) string {
+// AdminURL returns the URL of the database at dbURL as the server's
+// administrator (the user of ServerURL), who may set any session role; the
+// test user of pgtestdb is a member of no role.
+func AdminURL(tb testing.TB, dbURL string) string {
 	tb.Helper()
 	db, err := url.Parse(dbURL)
 	if err != nil {
@@ -56,10 +55,21 @@ func RoleURL(tb testing.TB, dbURL, role string) string {
 		tb.Fatalf("parse server url: %v", err)
 	}
 	admin.Path = db.Path
-	q := admin.Query()
-	q.Set("role", role) // pgx sends unknown parameters as run-time parameters
-	admin.RawQuery = q.Encode()
 	return admin.String()
+}
+
+// RoleURL returns AdminURL with role as the session role of every
+// connection: its statements then have exactly role's privileges.
+func RoleURL(tb testing.TB, dbURL, role string) string {
+	tb.Helper()
+	u, err := url.Parse(AdminURL(tb, dbURL))
+	if err != nil {
+		tb.Fatalf("parse admin url: %v", err)
+	}
+	q := u.Query()
+	q.Set("role", role) // pgx sends unknown parameters as run-time parameters
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // RolePool returns a pool over the database at dbURL whose sessions run as

@@ -101,8 +101,12 @@ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'jobboard_webhooks') THEN
         CREATE ROLE jobboard_webhooks NOLOGIN;
     END IF;
-EXCEPTION WHEN duplicate_object OR unique_violation THEN
-    NULL; -- made meanwhile by the migration of another database of the server
+EXCEPTION
+    WHEN duplicate_object OR unique_violation THEN
+        NULL; -- made meanwhile by the migration of another database of the server
+    WHEN insufficient_privilege THEN
+        RAISE EXCEPTION 'role jobboard_webhooks does not exist and % may not create it', current_user
+            USING HINT = 'As an administrator: CREATE ROLE jobboard_webhooks NOLOGIN; then migrate again (docs/deploying.md).';
 END
 $$;
 GRANT SELECT (id, company_id, url, enabled, disabled_reason, disabled_at, failing_since,
