@@ -195,6 +195,9 @@ func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash
 	c := jobboard.Claim{Token: uuid.NewString()}
 	args := []any{ev.EventID, ev.Type, hash, c.Token, lease.Seconds(), ev.ApplicationID}
 	var verificationToken string
+	if ev.Type == jobboard.EventTypeWebhookEndpointDisabled {
+		args[5] = ev.UserID // webhook_notice.go
+	}
 	if ev.Type == jobboard.EventTypeEmailVerificationRequested {
 		var tokenHash []byte
 		verificationToken, tokenHash = jobboard.NewVerificationToken()
@@ -231,6 +234,8 @@ func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash
 		}
 	case userID != nil && expiresAt != nil:
 		c.Recipient = jobboard.RecipientDetails{UserID: *userID, Email: *email, Token: verificationToken, ExpiresAt: *expiresAt}
+	case userID != nil && ev.Type == jobboard.EventTypeWebhookEndpointDisabled:
+		c.Recipient = jobboard.RecipientDetails{UserID: *userID, Email: *email}
 	default:
 		return jobboard.Claim{}, false, errors.New("the claim statement returned no target")
 	}

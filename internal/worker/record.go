@@ -31,7 +31,8 @@ const (
 
 // process handles one record and logs one line about it (two at DEBUG).
 func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage, ev jobboard.Event, decodeErr error) result {
-	if decodeErr == nil && ev.Type != jobboard.EventTypeStatusChanged && ev.Type != jobboard.EventTypeEmailVerificationRequested {
+	if decodeErr == nil && ev.Type != jobboard.EventTypeStatusChanged && ev.Type != jobboard.EventTypeEmailVerificationRequested &&
+		ev.Type != jobboard.EventTypeWebhookEndpointDisabled {
 		decodeErr = fmt.Errorf("no handler for event type %q", ev.Type)
 	}
 	if decodeErr != nil {
@@ -73,6 +74,9 @@ func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage,
 
 // send is step two: the email of the event's type.
 func (h *Handler) send(ctx context.Context, ev jobboard.Event, c jobboard.Claim) (string, error) {
+	if ev.Type == jobboard.EventTypeWebhookEndpointDisabled {
+		return sendWebhookNotice(ctx, h.c.Mailer, ev, c) // webhook_notice.go
+	}
 	if ev.Type == jobboard.EventTypeEmailVerificationRequested {
 		return h.c.Mailer.SendVerificationEmail(ctx, jobboard.VerificationEmail{
 			EventID:   ev.EventID,
@@ -253,6 +257,9 @@ func statusEmail(ev jobboard.Event, d jobboard.ApplicationDetails) jobboard.Stat
 func emailName(ev jobboard.Event) string {
 	if ev.Type == jobboard.EventTypeEmailVerificationRequested {
 		return "verification email"
+	}
+	if ev.Type == jobboard.EventTypeWebhookEndpointDisabled {
+		return "webhook notice"
 	}
 	return "status email"
 }
