@@ -47,11 +47,12 @@ DEV_STATE  ?= build/dev/stack.json
 INVOKE_DIR ?= build/invoke
 
 ## dev: the whole system on this machine (see internal/devstack): PostgreSQL,
-## the SQS and SES stand-ins, the API on 127.0.0.1:8080, the worker polling
-## the queue, the sweeper on a timer, and a seeded demo. Ctrl-C stops it.
+## the SQS and SES stand-ins, the API on 127.0.0.1:8080, the worker and the
+## webhook delivery function polling their queues, the sweeper on a timer,
+## and a seeded demo. Ctrl-C stops it.
 ## PORT, SQS_PORT, SES_PORT (0: a free port) and DEV_DATABASE move it.
 dev: $(LOCALAWS)
-	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/dev
+	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/cmd/dev
 	$(WITH_PG) build/dev/dev -bin build/dev -state $(DEV_STATE)
 
 ## chaos: the email promise under faults (see internal/chaos): the whole
