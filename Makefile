@@ -57,10 +57,12 @@ dev: $(LOCALAWS)
 
 ## chaos: the email promise under faults (see internal/chaos): the whole
 ## stack on free ports, thousands of status changes while processes die and
-## freeze and SQS and SES fail, then a report of lost and duplicated emails.
-## CHAOS_FLAGS passes flags, e.g. CHAOS_FLAGS='-seed 42' or '-short'.
+## freeze and SQS and SES fail, then a report of lost and duplicated emails;
+## then the webhook promise, while receivers die, stall and fail and the
+## delivery functions die and freeze. CHAOS_FLAGS passes flags, e.g.
+## CHAOS_FLAGS='-seed 42', '-short' or '-only webhooks'.
 chaos: $(LOCALAWS)
-	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/chaos
+	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/cmd/chaos
 	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
 
 ## test: lint, then every test with the race detector.

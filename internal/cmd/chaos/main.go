@@ -37,10 +37,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	short := fs.Bool("short", false, "the short configuration (the one `go test` runs) instead of the full one")
 	seed := fs.Int64("seed", 0, "the seed of the fault schedule and the load (0: a random one, printed)")
-	bin := fs.String("bin", "", "a folder with prebuilt api, worker and sweeper binaries (default: build them)")
+	bin := fs.String("bin", "", "a folder with prebuilt api, worker, sweeper and webhook binaries (default: build them)")
 	logs := fs.String("logs", "", "where to keep every process's log (default: a temporary folder, kept if the run fails)")
+	only := fs.String("only", "", "run only one of the runs: email or webhooks (default: both, email first)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if *only != "" && *only != "email" && *only != "webhooks" {
+		return fmt.Errorf("-only %q: want email or webhooks", *only)
 	}
 	cfg := chaos.Full()
 	if *short {
@@ -56,7 +60,33 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	cfg.BinDir, cfg.LogDir, cfg.Out = *bin, *logs, stdout
 
-	rep, err := chaos.Run(ctx, cfg)
+	if *only != "webhooks" {
+		rep, err := chaos.Run(ctx, cfg)
+		if rep != nil {
+			rep.Print(stdout)
+		}
+		switch {
+		case err != nil:
+			return err
+		case !rep.Passed():
+			return errFailed
+		}
+	}
+	if *only == "email" {
+		return nil
+	}
+	return runWebhooks(ctx, cfg, *short, stdout)
+}
+
+// runWebhooks is the webhook run (chaos.RunWebhooks) with the email run's
+// server, seed and folders.
+func runWebhooks(ctx context.Context, base chaos.Config, short bool, stdout io.Writer) error {
+	cfg := chaos.WebhookFull()
+	if short {
+		cfg = chaos.WebhookShort()
+	}
+	cfg.ServerURL, cfg.Seed, cfg.BinDir, cfg.LogDir, cfg.Out = base.ServerURL, base.Seed, base.BinDir, base.LogDir, stdout
+	rep, err := chaos.RunWebhooks(ctx, cfg)
 	if rep != nil {
 		rep.Print(stdout)
 	}
