@@ -213,7 +213,7 @@ func TestClientCapsTheAnswer(t *testing.T) {
 	})
 	cl := webhook.NewClient(webhook.ClientConfig{AllowInsecure: true, Timeout: 10 * time.Second, MaxResponseBytes: 1000})
 	resp, err := cl.Send(context.Background(), webhook.Request{URL: rc.URL, Body: []byte("{}")})
-	if err != nil || resp.StatusCode != 200 || len(resp.Body) != 1000 || !resp.Truncated {
+	if err != nil || resp.StatusCode != http.StatusOK || len(resp.Body) != 1000 || !resp.Truncated {
 		t.Fatalf("send: %d bytes, truncated %v, %v", len(resp.Body), resp.Truncated, err)
 	}
 	<-done

@@ -8,6 +8,7 @@ package webhooktest
 
 import (
 	"bufio"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -103,7 +104,9 @@ func startVerifier() (*Verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node is not on PATH: %w", err)
 	}
-	cmd := exec.Command(node, "verify.mjs")
+	// It lives as long as the test binary, and exits when its stdin
+	// closes with it.
+	cmd := exec.CommandContext(context.Background(), node, "verify.mjs")
 	cmd.Dir = dir
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -159,7 +162,7 @@ func (v *Verifier) Verify(secret string, h http.Header, body []byte) error {
 		return fmt.Errorf("verifier: %w", err)
 	}
 	if !v.out.Scan() {
-		return fmt.Errorf("verifier stopped: %v", v.out.Err())
+		return fmt.Errorf("verifier stopped: %w", v.out.Err())
 	}
 	var answer struct {
 		OK    bool   `json:"ok"`
