@@ -21,36 +21,38 @@ import (
 // them.
 var errWebhooksOff = &statusError{http.StatusServiceUnavailable, kindUnavailable, "Webhooks are not configured on this server."}
 
-// webhookIDs reads the company id and, when the route has one, the
-// endpoint id.
-func webhookIDs(r *http.Request, withEndpoint bool) (companyID, endpointID int64, err error) {
-	if companyID, err = pathID(r, "id"); err != nil {
-		return 0, 0, err
-	}
-	if withEndpoint {
-		endpointID, err = pathID(r, "wid")
-	}
-	return companyID, endpointID, err
+// webhookTarget is what a webhook route names: the signed-in actor, the
+// company and, for the routes of one endpoint, the endpoint.
+type webhookTarget struct {
+	actor             jobboard.Actor
+	company, endpoint int64
 }
 
-// webhookActor is the signed-in actor of a webhook route, once the server
-// has webhooks.
-func (s *server) webhookActor(r *http.Request) (jobboard.Actor, error) {
+// webhookRoute reads the actor and the route's ids, once the server has
+// webhooks. Errors: 503 without them, 401, *requestError.
+func (s *server) webhookRoute(r *http.Request, withEndpoint bool) (webhookTarget, error) {
+	var t webhookTarget
 	if s.webhooks == nil || s.webhookSealer == nil {
-		return jobboard.Actor{}, errWebhooksOff
+		return t, errWebhooksOff
 	}
-	return s.actor(r)
+	var err error
+	if t.actor, err = s.actor(r); err != nil {
+		return t, err
+	}
+	if t.company, err = pathID(r, "id"); err != nil {
+		return t, err
+	}
+	if withEndpoint {
+		t.endpoint, err = pathID(r, "wid")
+	}
+	return t, err
 }
 
 // createWebhook registers an endpoint and answers its signing secret, this
 // once. POST /v1/companies/{id}/webhooks → 201 endpoint with secret; 400;
 // 401; 404; 409 too-many-webhook-endpoints; 422.
 func (s *server) createWebhook(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.webhookActor(r)
-	if err != nil {
-		return err
-	}
-	companyID, _, err := webhookIDs(r, false)
+	t, err := s.webhookRoute(r, false)
 	if err != nil {
 		return err
 	}
@@ -62,11 +64,11 @@ func (s *server) createWebhook(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	secret := jobboard.NewWebhookSecret()
-	sealed, err := s.webhookSealer.Seal([]byte(secret), jobboard.WebhookSecretContext(companyID))
+	sealed, err := s.webhookSealer.Seal([]byte(secret), jobboard.WebhookSecretContext(t.company))
 	if err != nil {
 		return fmt.Errorf("seal webhook secret: %w", err)
 	}
-	e, err := s.webhooks.CreateWebhookEndpoint(r.Context(), a, companyID, in, sealed)
+	e, err := s.webhooks.CreateWebhookEndpoint(r.Context(), t.actor, t.company, in, sealed)
 	if err != nil {
 		return fmt.Errorf("create webhook endpoint: %w", err)
 	}
@@ -86,15 +88,11 @@ type webhookList struct {
 // listWebhooks lists the company's endpoints, oldest first.
 // GET /v1/companies/{id}/webhooks → 200 {items}; 400; 401; 404.
 func (s *server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.webhookActor(r)
+	t, err := s.webhookRoute(r, false)
 	if err != nil {
 		return err
 	}
-	companyID, _, err := webhookIDs(r, false)
-	if err != nil {
-		return err
-	}
-	es, err := s.webhooks.WebhookEndpoints(r.Context(), a, companyID)
+	es, err := s.webhooks.WebhookEndpoints(r.Context(), t.actor, t.company)
 	if err != nil {
 		return fmt.Errorf("webhook endpoints: %w", err)
 	}
@@ -107,17 +105,13 @@ func (s *server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 // getWebhook returns one endpoint.
 // GET /v1/companies/{id}/webhooks/{wid} → 200 endpoint; 400; 401; 404.
 func (s *server) getWebhook(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.webhookActor(r)
+	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
 	}
-	companyID, id, err := webhookIDs(r, true)
+	e, err := s.webhooks.WebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint)
 	if err != nil {
-		return err
-	}
-	e, err := s.webhooks.WebhookEndpoint(r.Context(), a, companyID, id)
-	if err != nil {
-		return fmt.Errorf("webhook endpoint %d: %w", id, err)
+		return fmt.Errorf("webhook endpoint %d: %w", t.endpoint, err)
 	}
 	return writeJSON(w, http.StatusOK, e)
 }
@@ -126,11 +120,7 @@ func (s *server) getWebhook(w http.ResponseWriter, r *http.Request) error {
 // whether it is enabled. PATCH /v1/companies/{id}/webhooks/{wid} → 200
 // endpoint; 400; 401; 404; 422.
 func (s *server) updateWebhook(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.webhookActor(r)
-	if err != nil {
-		return err
-	}
-	companyID, id, err := webhookIDs(r, true)
+	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
 	}
@@ -143,9 +133,9 @@ func (s *server) updateWebhook(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	e, err := s.webhooks.UpdateWebhookEndpoint(r.Context(), a, companyID, id, p)
+	e, err := s.webhooks.UpdateWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint, p)
 	if err != nil {
-		return fmt.Errorf("update webhook endpoint %d: %w", id, err)
+		return fmt.Errorf("update webhook endpoint %d: %w", t.endpoint, err)
 	}
 	return writeJSON(w, http.StatusOK, e)
 }
@@ -153,16 +143,12 @@ func (s *server) updateWebhook(w http.ResponseWriter, r *http.Request) error {
 // deleteWebhook deletes an endpoint with its delivery log.
 // DELETE /v1/companies/{id}/webhooks/{wid} → 204; 400; 401; 404.
 func (s *server) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.webhookActor(r)
+	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
 	}
-	companyID, id, err := webhookIDs(r, true)
-	if err != nil {
-		return err
-	}
-	if err := s.webhooks.DeleteWebhookEndpoint(r.Context(), a, companyID, id); err != nil {
-		return fmt.Errorf("delete webhook endpoint %d: %w", id, err)
+	if err := s.webhooks.DeleteWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint); err != nil {
+		return fmt.Errorf("delete webhook endpoint %d: %w", t.endpoint, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -180,11 +166,7 @@ type secretRotation struct {
 // POST /v1/companies/{id}/webhooks/{wid}/rotate-secret → 200 endpoint with
 // secret; 400; 401; 404; 422.
 func (s *server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.webhookActor(r)
-	if err != nil {
-		return err
-	}
-	companyID, id, err := webhookIDs(r, true)
+	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
 	}
@@ -199,13 +181,13 @@ func (s *server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) err
 		}
 	}
 	secret := jobboard.NewWebhookSecret()
-	sealed, err := s.webhookSealer.Seal([]byte(secret), jobboard.WebhookSecretContext(companyID))
+	sealed, err := s.webhookSealer.Seal([]byte(secret), jobboard.WebhookSecretContext(t.company))
 	if err != nil {
 		return fmt.Errorf("seal webhook secret: %w", err)
 	}
-	e, err := s.webhooks.RotateWebhookSecret(r.Context(), a, companyID, id, sealed, overlap)
+	e, err := s.webhooks.RotateWebhookSecret(r.Context(), t.actor, t.company, t.endpoint, sealed, overlap)
 	if err != nil {
-		return fmt.Errorf("rotate secret of webhook endpoint %d: %w", id, err)
+		return fmt.Errorf("rotate secret of webhook endpoint %d: %w", t.endpoint, err)
 	}
 	return writeJSON(w, http.StatusOK, jobboard.WebhookSecretReveal{WebhookEndpoint: e, Secret: secret})
 }
@@ -214,11 +196,7 @@ func (s *server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) err
 // GET /v1/companies/{id}/webhooks/{wid}/deliveries?limit&cursor&state → 200
 // page; 400; 401; 404.
 func (s *server) webhookDeliveries(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.webhookActor(r)
-	if err != nil {
-		return err
-	}
-	companyID, id, err := webhookIDs(r, true)
+	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
 	}
@@ -226,9 +204,9 @@ func (s *server) webhookDeliveries(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	p, err := s.webhooks.WebhookDeliveries(r.Context(), a, companyID, id, f)
+	p, err := s.webhooks.WebhookDeliveries(r.Context(), t.actor, t.company, t.endpoint, f)
 	if err != nil {
-		return fmt.Errorf("deliveries of webhook endpoint %d: %w", id, err)
+		return fmt.Errorf("deliveries of webhook endpoint %d: %w", t.endpoint, err)
 	}
 	return writeJSON(w, http.StatusOK, newPage(p))
 }
@@ -251,11 +229,7 @@ func parseDeliveryQuery(r *http.Request) (jobboard.WebhookDeliveryFilter, error)
 // POST /v1/companies/{id}/webhooks/{wid}/deliveries/{did}/replay → 202
 // delivery; 400; 401; 404; 409 webhook-endpoint-disabled.
 func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.webhookActor(r)
-	if err != nil {
-		return err
-	}
-	companyID, id, err := webhookIDs(r, true)
+	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
 	}
@@ -264,7 +238,7 @@ func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	ctx, notes := jobboard.WithOutboxNotes(r.Context())
-	d, err := s.webhooks.ReplayWebhookDelivery(ctx, a, companyID, id, deliveryID)
+	d, err := s.webhooks.ReplayWebhookDelivery(ctx, t.actor, t.company, t.endpoint, deliveryID)
 	if err != nil {
 		return fmt.Errorf("replay webhook delivery %d: %w", deliveryID, err)
 	}
@@ -276,18 +250,14 @@ func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request) e
 // POST /v1/companies/{id}/webhooks/{wid}/ping → 202 delivery; 400; 401;
 // 404; 409 webhook-endpoint-disabled.
 func (s *server) pingWebhook(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.webhookActor(r)
-	if err != nil {
-		return err
-	}
-	companyID, id, err := webhookIDs(r, true)
+	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
 	}
 	ctx, notes := jobboard.WithOutboxNotes(r.Context())
-	d, err := s.webhooks.PingWebhookEndpoint(ctx, a, companyID, id)
+	d, err := s.webhooks.PingWebhookEndpoint(ctx, t.actor, t.company, t.endpoint)
 	if err != nil {
-		return fmt.Errorf("ping webhook endpoint %d: %w", id, err)
+		return fmt.Errorf("ping webhook endpoint %d: %w", t.endpoint, err)
 	}
 	s.relayNoted(r, notes)
 	return writeJSON(w, http.StatusAccepted, d)

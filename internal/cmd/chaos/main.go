@@ -62,20 +62,35 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	if *only != "webhooks" {
 		rep, err := chaos.Run(ctx, cfg)
-		if rep != nil {
-			rep.Print(stdout)
-		}
-		switch {
-		case err != nil:
+		if rep == nil {
 			return err
-		case !rep.Passed():
-			return errFailed
+		}
+		if err := outcome(rep, err, stdout); err != nil {
+			return err
 		}
 	}
 	if *only == "email" {
 		return nil
 	}
 	return runWebhooks(ctx, cfg, *short, stdout)
+}
+
+// report is what both runs' reports do.
+type report interface {
+	Print(io.Writer)
+	Passed() bool
+}
+
+// outcome prints a run's report and turns it into run's error.
+func outcome(rep report, err error, stdout io.Writer) error {
+	rep.Print(stdout)
+	switch {
+	case err != nil:
+		return err
+	case !rep.Passed():
+		return errFailed
+	}
+	return nil
 }
 
 // runWebhooks is the webhook run (chaos.RunWebhooks) with the email run's
@@ -87,14 +102,8 @@ func runWebhooks(ctx context.Context, base chaos.Config, short bool, stdout io.W
 	}
 	cfg.ServerURL, cfg.Seed, cfg.BinDir, cfg.LogDir, cfg.Out = base.ServerURL, base.Seed, base.BinDir, base.LogDir, stdout
 	rep, err := chaos.RunWebhooks(ctx, cfg)
-	if rep != nil {
-		rep.Print(stdout)
-	}
-	switch {
-	case err != nil:
+	if rep == nil {
 		return err
-	case !rep.Passed():
-		return errFailed
 	}
-	return nil
+	return outcome(rep, err, stdout)
 }
