@@ -145,11 +145,13 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request, down <-chan s
 		case <-down:
 			t.Stop()
 			r.log.add(rec)
-			return
+			// Killed: the connection ends with no answer at all. (A handler
+			// that merely returned would answer 200.)
+			panic(http.ErrAbortHandler)
 		case <-req.Context().Done():
 			t.Stop()
 			r.log.add(rec)
-			return
+			panic(http.ErrAbortHandler)
 		}
 	}
 	rec.Status = http.StatusNoContent

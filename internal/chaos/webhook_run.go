@@ -344,12 +344,15 @@ func (r *webhookRun) phases(ctx context.Context) error {
 	}
 	r.logf("seeded %d companies with an endpoint each, %d applications", len(companies), len(apps))
 
-	// The load and the faults, together.
+	// The load and the faults, together; each with a random source of its
+	// own, drawn from the run's.
+	walkSeed := r.rng.Uint64()
+	faultRng := rand.New(rand.NewPCG(r.rng.Uint64(), 3))
 	loadCtx, stopFaults := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { r.injectFaults(loadCtx) })
+	wg.Go(func() { r.injectFaults(loadCtx, faultRng) })
 	var stats loadStats
-	walk(ctx, a, Config{Changes: cfg.Changes, LoadDuration: cfg.LoadDuration, Walkers: cfg.Walkers}, apps, r.rng.Uint64(), &stats)
+	walk(ctx, a, Config{Changes: cfg.Changes, LoadDuration: cfg.LoadDuration, Walkers: cfg.Walkers}, apps, walkSeed, &stats)
 	for _, c := range companies {
 		for _, j := range c.jobs {
 			if err := a.do(ctx, http.MethodPatch, "/v1/jobs/"+strconv.FormatInt(j, 10), c.token,
@@ -462,27 +465,30 @@ func (r *webhookRun) seed(ctx context.Context, a *api) ([]*company, error) {
 }
 
 // injectFaults disturbs receivers and delivery functions until ctx ends:
-// each fault lasts a random time up to FaultMax, then is undone.
-func (r *webhookRun) injectFaults(ctx context.Context) {
+// each fault lasts a random time up to FaultMax, then is undone. rng is
+// this goroutine's alone.
+func (r *webhookRun) injectFaults(ctx context.Context, rng *rand.Rand) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		gap := r.cfg.FaultGapMin + time.Duration(r.rng.Int64N(int64(r.cfg.FaultGapMax-r.cfg.FaultGapMin)+1))
+		gap := r.cfg.FaultGapMin + time.Duration(rng.Int64N(int64(r.cfg.FaultGapMax-r.cfg.FaultGapMin)+1))
 		if pause(ctx, gap) != nil {
 			return
 		}
-		length := time.Second + time.Duration(r.rng.Int64N(int64(r.cfg.FaultMax)))
-		kind := []string{"receiver_killed", "receiver_slow", "receiver_lagging", "receiver_failing", "deliverer_killed", "deliverer_frozen"}[r.rng.IntN(6)]
-		rc := r.receivers[r.rng.IntN(len(r.receivers))]
+		length := time.Second + time.Duration(rng.Int64N(int64(r.cfg.FaultMax)))
+		kind := []string{"receiver_killed", "receiver_slow", "receiver_lagging", "receiver_failing", "deliverer_killed", "deliverer_frozen"}[rng.IntN(6)]
+		rc := r.receivers[rng.IntN(len(r.receivers))]
+		deliverer := r.st.fleet.pick(roleWebhook, rng.IntN)
 		r.mu.Lock()
 		r.faults[kind]++
 		r.mu.Unlock()
-		wg.Go(func() { r.fault(ctx, kind, rc, length) })
+		wg.Go(func() { r.fault(ctx, kind, rc, deliverer, length) })
 	}
 }
 
-// fault injects one fault for length, then undoes it.
-func (r *webhookRun) fault(ctx context.Context, kind string, rc *receiver, length time.Duration) {
+// fault injects one fault for length, then undoes it: on the receiver rc,
+// or on the delivery function s (nil: none was up, nothing to do).
+func (r *webhookRun) fault(ctx context.Context, kind string, rc *receiver, s *slot, length time.Duration) {
 	f := r.st.fleet
 	wait := func() { _ = pause(context.WithoutCancel(ctx), length) }
 	switch kind {
@@ -497,27 +503,21 @@ func (r *webhookRun) fault(ctx context.Context, kind string, rc *receiver, lengt
 		wait()
 		rc.setMode(receiverUp)
 	case "deliverer_killed":
-		if s := f.pick(roleWebhook, r.choose); s != nil {
-			f.kill(s)
+		if s != nil && f.kill(s) != nil {
 			wait()
 			if err := f.start(s); err != nil {
 				r.logf("restart %s: %v", s.name, err)
 			}
 		}
 	case "deliverer_frozen":
-		if s := f.pick(roleWebhook, r.choose); s != nil {
-			if in := f.freeze(s); in != nil {
-				wait()
-				f.thaw(in)
-			}
+		if s == nil {
+			return
+		}
+		if in := f.freeze(s); in != nil {
+			wait()
+			f.thaw(in)
 		}
 	}
-}
-
-func (r *webhookRun) choose(n int) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.rng.IntN(n)
 }
 
 // pending counts the deliveries not delivered yet.
