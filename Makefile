@@ -85,7 +85,7 @@ bench: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 ## coldstart: each function's cold start under aws-lambda-rie next to two
 ## hello-world baselines, and the worker's next to its floor
 ## (COLDSTART_ROUNDS rounds, medians and ratios), and the size of each
-## Lambda artifact; see README, Performance.
+## Lambda artifact; see docs/performance.md.
 COLDSTART_ROUNDS ?= 20
 coldstart: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -count=1 -v -run '^TestBootstrapsFitTheSizeAim$$' \
@@ -122,7 +122,8 @@ invoke: $(AWS_LAMBDA_RIE)
 	$(INVOKE_DIR)/devloop invoke -state $(DEV_STATE) -rie $(AWS_LAMBDA_RIE) -bootstrap $(INVOKE_DIR)/$(FUNCTION_DIR) $(FUNCTION) $(EVENT)
 
 ## poison: put a message that is not an event on the running `make dev`'s
-## queue and watch it reach the dead-letter queue (seconds; see README).
+## queue and watch it reach the dead-letter queue (seconds; see
+## docs/development.md).
 poison:
 	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/cmd/devloop
 	$(INVOKE_DIR)/devloop poison -state $(DEV_STATE)
@@ -145,7 +146,7 @@ build:
 
 # The RDS CA bundle, when it is in the project, ships beside each bootstrap
 # (/var/task/rds-global-bundle.pem on Lambda) for DatabaseSslRootCert; see
-# README, "Deploying".
+# docs/deploying.md, "Verified TLS".
 RDS_CA_BUNDLE := certs/rds-global-bundle.pem
 COPY_CA_BUNDLE = $(if $(wildcard $(RDS_CA_BUNDLE)),cp $(RDS_CA_BUNDLE) $(ARTIFACTS_DIR)/)
 

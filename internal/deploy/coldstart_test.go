@@ -18,7 +18,7 @@ const maxBootstrapBytes = 15_000_000
 
 // Each function's bootstrap, built exactly as `make build-<LogicalId>` (and
 // so `sam build`) builds it, stays within maxBootstrapBytes. The sizes, and
-// the hello-world baseline's, are logged for the README.
+// the hello-world baseline's, are logged for docs/performance.md.
 func TestBootstrapsFitTheSizeAim(t *testing.T) {
 	t.Parallel()
 	tpl := loadTemplate(t)

@@ -16,7 +16,7 @@
 //     exists;
 //   - operations_test.go checks the production operations: bounded
 //     database connections (reserved concurrency, the RDS Proxy and the
-//     arithmetic in the README), an alarm for every failure, gradual
+//     arithmetic in docs/deploying.md), an alarm for every failure, gradual
 //     deploys with rollback alarms, the VPC endpoints and the NAT rule,
 //     CORS, and sam build in the source folder;
 //   - env_test.go checks that every environment variable a function's code

@@ -87,13 +87,13 @@ func TestDatabaseConnectionsAreBounded(t *testing.T) {
 	t.Logf("default connections: %v × %d + %v × %d + 1 × %d = %v ≤ %d", numberDefault(t, tpl, param), apiPoolSize,
 		numberDefault(t, tpl, workerParam), workerPoolSize, sweeperPoolSize, total, connectionBudget)
 
-	// The README shows the same arithmetic.
-	readme, err := os.ReadFile(repoRoot + "/README.md")
+	// The operators' document shows the same arithmetic.
+	doc, err := os.ReadFile(repoRoot + "/docs/deploying.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("= %v", total); !strings.Contains(string(readme), "ApiReservedConcurrency") || !strings.Contains(string(readme), want) {
-		t.Errorf("README.md does not show the connection arithmetic (ApiReservedConcurrency …, %q)", want)
+	if want := fmt.Sprintf("= %v", total); !strings.Contains(string(doc), "ApiReservedConcurrency") || !strings.Contains(string(doc), want) {
+		t.Errorf("docs/deploying.md does not show the connection arithmetic (ApiReservedConcurrency …, %q)", want)
 	}
 }
 
