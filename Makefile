@@ -52,7 +52,8 @@ dev: $(LOCALAWS)
 ## chaos: the email promise under faults (see internal/chaos): the whole
 ## stack on free ports, thousands of status changes while processes die and
 ## freeze and SQS and SES fail, then a report of lost and duplicated emails.
-## CHAOS_FLAGS passes flags, e.g. CHAOS_FLAGS='-seed 42' or '-short'.
+## CHAOS_FLAGS passes flags, e.g. CHAOS_FLAGS='-seed 42' or '-short'. Every
+## run keeps its logs in build/chaos/logs/<start time>/, passed or failed.
 chaos: $(LOCALAWS)
 	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/chaos
 	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
