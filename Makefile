@@ -39,15 +39,18 @@ DEV_BUILD := CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath
 # Where `make dev` describes the running stack for `make invoke` and `make
 # poison` (its URLs, the functions' environment, the demo accounts).
 DEV_STATE  ?= build/dev/stack.json
+# Where `make dev` writes the logs of the API, the worker and the sweeper.
+DEV_LOG    ?= build/dev/dev.log
 INVOKE_DIR ?= build/invoke
 
 ## dev: the whole system on this machine (see internal/devstack): PostgreSQL,
 ## the SQS and SES stand-ins, the API on 127.0.0.1:8080, the worker polling
 ## the queue, the sweeper on a timer, and a seeded demo. Ctrl-C stops it.
-## PORT, SQS_PORT, SES_PORT (0: a free port) and DEV_DATABASE move it.
+## PORT, SQS_PORT, SES_PORT (0: a free port) and DEV_DATABASE move it; the
+## processes log to DEV_LOG, and the terminal shows the banner.
 dev: $(LOCALAWS)
 	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/dev
-	$(WITH_PG) build/dev/dev -bin build/dev -state $(DEV_STATE)
+	$(WITH_PG) build/dev/dev -bin build/dev -state $(DEV_STATE) -log $(DEV_LOG)
 
 ## chaos: the email promise under faults (see internal/chaos): the whole
 ## stack on free ports, thousands of status changes while processes die and

@@ -31,9 +31,10 @@ type Demo struct {
 	JobID         int64
 	JobTitle      string
 	ApplicationID int64
-	// Status is the application's status now: an earlier run of the stack
-	// (or `make invoke`) may have moved it on.
-	Status string
+	// Status and Version are the application's status and version now: an
+	// earlier run of the stack (or `make invoke`) may have moved it on.
+	Status  string
+	Version int64
 	// Applications is how many applications the candidate has.
 	Applications int
 }
@@ -85,8 +86,9 @@ func seedDemo(ctx context.Context, api, ses string) (Demo, error) {
 	}
 	d.ApplicationID, d.Applications = first, count
 	var app struct {
-		JobID  int64  `json:"job_id"`
-		Status string `json:"status"`
+		JobID   int64  `json:"job_id"`
+		Status  string `json:"status"`
+		Version int64  `json:"version"`
 	}
 	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/applications/%d", first), d.CandidateToken, nil, http.StatusOK, &app); err != nil {
 		return d, err
@@ -98,7 +100,7 @@ func seedDemo(ctx context.Context, api, ses string) (Demo, error) {
 	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", app.JobID), d.EmployerToken, nil, http.StatusOK, &job); err != nil {
 		return d, err
 	}
-	d.JobID, d.Status, d.CompanyID, d.JobTitle = app.JobID, app.Status, job.CompanyID, job.Title
+	d.JobID, d.Status, d.Version, d.CompanyID, d.JobTitle = app.JobID, app.Status, app.Version, job.CompanyID, job.Title
 	return d, nil
 }
 
