@@ -126,15 +126,21 @@ type link struct {
 }
 
 // links returns the inline links of a Markdown file, outside fenced code
-// blocks and code spans.
+// blocks and code spans; a link's text may run over several lines.
 func links(t *testing.T, path string) []link {
 	t.Helper()
-	var out []link
-	eachProseLine(t, path, func(n int, line string) {
-		for _, m := range markdownLink.FindAllStringSubmatch(withoutCodeSpans(line), -1) {
-			out = append(out, link{n, m[1]})
+	var prose strings.Builder
+	eachLine(t, path, func(_ int, line string, fenced bool) {
+		if !fenced {
+			prose.WriteString(withoutCodeSpans(line))
 		}
+		prose.WriteByte('\n')
 	})
+	text := prose.String()
+	var out []link
+	for _, m := range markdownLink.FindAllStringSubmatchIndex(text, -1) {
+		out = append(out, link{line: strings.Count(text[:m[2]], "\n") + 1, target: text[m[2]:m[3]]})
+	}
 	return out
 }
 
@@ -145,7 +151,10 @@ func headingAnchors(t *testing.T, path string) []string {
 	t.Helper()
 	var out []string
 	seen := map[string]int{}
-	eachProseLine(t, path, func(_ int, line string) {
+	eachLine(t, path, func(_ int, line string, fenced bool) {
+		if fenced {
+			return
+		}
 		trimmed := strings.TrimLeft(line, "#")
 		if len(trimmed) == len(line) || len(line)-len(trimmed) > 6 || !strings.HasPrefix(trimmed, " ") {
 			return
@@ -178,9 +187,9 @@ func slug(heading string) string {
 	return b.String()
 }
 
-// eachProseLine calls fn with each line (numbered from 1) that is not
-// inside a fenced code block.
-func eachProseLine(t *testing.T, path string, fn func(n int, line string)) {
+// eachLine calls fn with each line of a file (numbered from 1), saying
+// whether it is inside a fenced code block (fences included).
+func eachLine(t *testing.T, path string, fn func(n int, line string, fenced bool)) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -192,13 +201,11 @@ func eachProseLine(t *testing.T, path string, fn func(n int, line string)) {
 	fenced := false
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+		fence := strings.HasPrefix(strings.TrimSpace(line), "```")
+		if fence {
 			fenced = !fenced
-			continue
 		}
-		if !fenced {
-			fn(n, line)
-		}
+		fn(n, line, fenced || fence)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
