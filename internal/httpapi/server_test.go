@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -221,6 +222,56 @@ func TestUnexpectedErrorsAndPanics(t *testing.T) {
 			want(t, a.do("GET", "/healthz", nil), http.StatusOK)
 		})
 	}
+}
+
+// With Metrics set, every request writes one EMF line, by function
+// version: Requests 1, ServerErrors 1 for a 5xx answer (a recovered panic
+// too, which Lambda never counts as an error), 0 otherwise.
+func TestRequestsWriteAMetricLine(t *testing.T) {
+	t.Parallel()
+	var metrics syncBuffer
+	a := newAPI(t, func(c *httpapi.Config) {
+		c.Jobs = failingJobs{JobStore: c.Jobs, panic: true}
+		c.Metrics, c.FunctionVersion = &metrics, "3"
+	})
+	wantProblem(t, a.do("GET", "/v1/jobs/1", nil), http.StatusInternalServerError, "internal")
+	want(t, a.do("GET", "/healthz", nil), http.StatusOK)
+	wantProblem(t, a.do("GET", "/v1/nowhere", nil), http.StatusNotFound, "not-found")
+
+	var requests, serverErrors float64
+	lines := strings.Split(strings.TrimSpace(metrics.String()), "\n")
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not JSON: %q", l)
+		}
+		if m["Service"] != "api" || m["FunctionVersion"] != "3" || m["_aws"] == nil {
+			t.Errorf("line %s; want Service api, FunctionVersion 3, an EMF directive", l)
+		}
+		requests += m["Requests"].(float64)
+		serverErrors += m["ServerErrors"].(float64)
+	}
+	if len(lines) != 3 || requests != 3 || serverErrors != 1 {
+		t.Errorf("%d lines, Requests %v, ServerErrors %v; want 3, 3, 1:\n%s", len(lines), requests, serverErrors, metrics.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // Every log line of a request carries its request id: the access line,

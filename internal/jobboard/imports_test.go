@@ -15,7 +15,7 @@ const module = "github.com/jobboard/jobboard/"
 var allowedInternal = map[string][]string{
 	"internal/jobboard": {},
 	"internal/postgres": {"internal/jobboard"},
-	"internal/httpapi":  {"internal/jobboard"},
+	"internal/httpapi":  {"internal/jobboard", "internal/emf"},
 	"internal/queue":    {"internal/jobboard"},
 	"internal/mail":     {"internal/jobboard"},
 	"internal/worker":   {"internal/jobboard", "internal/emf"},
