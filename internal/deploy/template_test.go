@@ -438,18 +438,7 @@ func TestFunctionsRunOnProvidedAl2023Arm64(t *testing.T) {
 		}
 	}
 
-	var logging struct {
-		LoggingConfig struct {
-			LogFormat           string `json:"LogFormat"`
-			ApplicationLogLevel string `json:"ApplicationLogLevel"`
-		} `json:"LoggingConfig"`
-	}
-	if err := json.Unmarshal(tpl.raw.Globals.Function, &logging); err != nil {
-		t.Fatalf("decode Globals.Function: %v", err)
-	}
-	if lc := logging.LoggingConfig; lc.LogFormat != "JSON" || lc.ApplicationLogLevel != refPlaceholder("LogLevel") {
-		t.Errorf("Globals LoggingConfig = %+v; want LogFormat JSON, ApplicationLogLevel !Ref LogLevel", lc)
-	}
+	// The log levels, as Lambda applies them: loglevel_test.go.
 	if env := g.Environment; env == nil || env.Variables["LOG_LEVEL"] != refPlaceholder("LogLevel") {
 		t.Errorf("Globals environment does not set LOG_LEVEL from the LogLevel parameter")
 	}
@@ -717,129 +706,6 @@ func stringsOf(v any) []string {
 	return []string{fmt.Sprint(v)}
 }
 
-func TestIAMGrantsNoWildcards(t *testing.T) {
-	t.Parallel()
-	tpl := loadTemplate(t)
-	all := statements(tpl.raw.Document)
-	if len(all) == 0 {
-		t.Fatal("found no IAM statements at all; the walk is broken")
-	}
-	for _, s := range all {
-		if _, ok := s["NotAction"]; ok {
-			t.Errorf("statement %v uses NotAction (grants everything else)", s)
-		}
-		for _, a := range stringsOf(s["Action"]) {
-			if strings.Contains(a, "*") {
-				t.Errorf("statement %v grants the wildcard action %q", s["Sid"], a)
-			}
-		}
-		for _, r := range stringsOf(s["Resource"]) {
-			if r == "*" {
-				t.Errorf("statement %v applies to every resource", s["Sid"])
-			}
-		}
-	}
-	// Every permission is spelled out in this file: no managed policies or
-	// SAM policy templates, whose contents change without a diff here.
-	for _, name := range tpl.functions(t) {
-		for i, p := range tpl.functionProps(t, name).Policies {
-			m, ok := p.(map[string]any)
-			if _, hasStatement := m["Statement"]; !ok || !hasStatement {
-				t.Errorf("%s: Policies[%d] = %v; want an inline policy document", name, i, p)
-			}
-		}
-	}
-}
-
-// grants returns, for function name, the resources of each action its
-// inline policies allow.
-func (tpl *samTemplate) grants(t *testing.T, name string) map[string][]string {
-	t.Helper()
-	out := map[string][]string{}
-	for _, s := range statements(tpl.functionProps(t, name).Policies) {
-		if s["Effect"] != "Allow" {
-			continue
-		}
-		for _, a := range stringsOf(s["Action"]) {
-			out[a] = append(out[a], stringsOf(s["Resource"])...)
-		}
-	}
-	for a := range out {
-		sort.Strings(out[a])
-	}
-	return out
-}
-
-func TestSecretsReachFunctionsOnlyAsARNs(t *testing.T) {
-	t.Parallel()
-	tpl := loadTemplate(t)
-	for _, name := range tpl.functions(t) {
-		env := tpl.environment(t, name)
-		var wantSecrets []string
-		for k, v := range env {
-			upper := strings.ToUpper(k)
-			if strings.HasSuffix(upper, "_SECRET_ARN") {
-				wantSecrets = append(wantSecrets, v)
-				continue
-			}
-			for _, bad := range []string{"SECRET", "PASSWORD", "TOKEN", "DATABASE_URL", "PRIVATE_KEY"} {
-				if strings.Contains(upper, bad) {
-					t.Errorf("%s: environment variable %s looks like a secret value; pass a *_SECRET_ARN instead", name, k)
-				}
-			}
-			if strings.Contains(v, "://") && strings.Contains(v, "@") {
-				t.Errorf("%s: %s = %q carries credentials in a URL", name, k, v)
-			}
-		}
-		sort.Strings(wantSecrets)
-		if got := tpl.grants(t, name)["secretsmanager:GetSecretValue"]; !slices.Equal(got, wantSecrets) {
-			t.Errorf("%s: secretsmanager:GetSecretValue on %v; want exactly the secrets its environment names: %v", name, got, wantSecrets)
-		}
-	}
-
-	var jwt struct {
-		GenerateSecretString struct {
-			PasswordLength     int  `json:"PasswordLength"`
-			ExcludePunctuation bool `json:"ExcludePunctuation"`
-		} `json:"GenerateSecretString"`
-		SecretString any `json:"SecretString"`
-	}
-	tpl.props(t, "JwtSecret", &jwt)
-	if g := jwt.GenerateSecretString; g.PasswordLength < 64 || !g.ExcludePunctuation || jwt.SecretString != nil {
-		t.Errorf("JwtSecret: %+v; want a generated secret of ≥ 64 characters without punctuation, and no SecretString", jwt)
-	}
-	db := tpl.raw.Parameters["DatabaseSecretArn"]
-	if db.Default != nil || !strings.Contains(db.AllowedPattern, "secretsmanager") {
-		t.Errorf("parameter DatabaseSecretArn: Default %v, AllowedPattern %q; want no default and a Secrets Manager ARN pattern", db.Default, db.AllowedPattern)
-	}
-}
-
-func TestFunctionsHaveTheGrantsTheirWorkNeeds(t *testing.T) {
-	t.Parallel()
-	tpl := loadTemplate(t)
-	queueArn := getAttPlaceholder("StatusEventsQueue", "Arn")
-	identity := "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/${MailFromIdentity}"
-	configurationSet := "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${MailConfigurationSet}"
-	tests := []struct {
-		function string
-		want     map[string][]string // action → resources, besides GetSecretValue
-	}{
-		{"ApiFunction", map[string][]string{"sqs:SendMessage": {queueArn}}},
-		{"WorkerFunction", map[string][]string{"ses:SendEmail": {configurationSet, identity}, "sqs:ChangeMessageVisibility": {queueArn}}},
-		{"SweeperFunction", map[string][]string{"sqs:SendMessage": {queueArn}}},
-	}
-	for _, tt := range tests {
-		got := tpl.grants(t, tt.function)
-		delete(got, "secretsmanager:GetSecretValue")
-		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
-			t.Errorf("%s grants %v; want %v", tt.function, got, tt.want)
-		}
-	}
-	if p := tpl.raw.Parameters["MailFromIdentity"]; p.Type != "String" {
-		t.Errorf("parameter MailFromIdentity: %+v; want a String", p)
-	}
-}
-
 func TestVpcIsOptional(t *testing.T) {
 	t.Parallel()
 	tpl := loadTemplate(t)
@@ -1010,26 +876,75 @@ func TestSweeperRunsOnASchedule(t *testing.T) {
 	}
 }
 
+// Every reference of the translated template, for every parameter set,
+// names a parameter, a pseudo parameter or a resource of it (SAM's
+// generated ones included: the versions, aliases and deployment
+// application a SAM template may name).
 func TestEveryReferenceResolves(t *testing.T) {
 	t.Parallel()
-	tpl := loadTemplate(t)
-	if len(tpl.refs) == 0 {
-		t.Fatal("no references recorded; the placeholder handlers did not run")
-	}
 	pseudo := map[string]bool{
 		"AWS::AccountId": true, "AWS::NoValue": true, "AWS::Partition": true, "AWS::Region": true,
 		"AWS::StackName": true, "AWS::StackId": true, "AWS::URLSuffix": true, "AWS::NotificationARNs": true,
 	}
-	for _, r := range tpl.refs {
-		_, isParam := tpl.raw.Parameters[r]
-		_, isResource := tpl.raw.Resources[r]
-		if !isParam && !isResource && !pseudo[r] {
-			t.Errorf("reference to %q, which is neither a parameter, a resource nor a pseudo parameter", r)
-		}
-	}
-	for _, out := range []string{"ApiUrl", "StatusEventsQueueUrl", "StatusEventsDLQUrl"} {
-		if _, ok := tpl.raw.Outputs[out]; !ok {
-			t.Errorf("no output %s", out)
-		}
+	for _, set := range setNames {
+		t.Run(set, func(t *testing.T) {
+			t.Parallel()
+			c := translation(t, set)
+			var names []string
+			var walk func(v any)
+			walk = func(v any) {
+				switch x := v.(type) {
+				case []any:
+					for _, e := range x {
+						walk(e)
+					}
+				case map[string]any:
+					for k, e := range x {
+						switch k {
+						case "Ref":
+							names = append(names, fmt.Sprint(e))
+						case "Fn::GetAtt":
+							if a, ok := e.([]any); ok && len(a) == 2 {
+								names = append(names, fmt.Sprint(a[0]))
+							} else {
+								names = append(names, strings.SplitN(fmt.Sprint(e), ".", 2)[0])
+							}
+						case "Fn::Sub":
+							s, _ := e.(string)
+							var vars map[string]any
+							if a, ok := e.([]any); ok && len(a) == 2 {
+								s, _ = a[0].(string)
+								vars, _ = a[1].(map[string]any)
+							}
+							for _, m := range subVar.FindAllStringSubmatch(s, -1) {
+								if name := strings.SplitN(m[1], ".", 2)[0]; vars[name] == nil {
+									names = append(names, name)
+								}
+							}
+						}
+						walk(e)
+					}
+				}
+			}
+			for _, r := range c.Resources {
+				walk(map[string]any{"Properties": r.Properties, "UpdatePolicy": r.UpdatePolicy})
+			}
+			walk(c.Outputs)
+			if len(names) == 0 {
+				t.Fatal("no references found; the walk is broken")
+			}
+			for _, n := range names {
+				_, isParam := c.Parameters[n]
+				_, isResource := c.Resources[n]
+				if !isParam && !isResource && !pseudo[n] {
+					t.Errorf("reference to %q, which is neither a parameter, a resource nor a pseudo parameter", n)
+				}
+			}
+			for _, out := range []string{"ApiUrl", "StatusEventsQueueUrl", "StatusEventsDLQUrl"} {
+				if _, ok := c.Outputs[out]; !ok {
+					t.Errorf("no output %s", out)
+				}
+			}
+		})
 	}
 }
