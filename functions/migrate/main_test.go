@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
@@ -30,15 +28,7 @@ func TestMigratesAnEmptyDatabase(t *testing.T) {
 			t.Fatalf("output %q", out.String())
 		}
 	}
-	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var tables int
-	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM information_schema.tables WHERE table_name IN ('users', 'jobs', 'applications', 'outbox')`).Scan(&tables); err != nil || tables != 4 {
-		t.Fatalf("tables after migrating: %d (%v)", tables, err)
-	}
+	pgtest.CheckMigrated(t, url)
 }
 
 func TestErrors(t *testing.T) {

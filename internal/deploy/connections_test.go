@@ -77,70 +77,67 @@ func TestDatabaseConnectionsAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, set := range setNames {
-		t.Run(set, func(t *testing.T) {
-			t.Parallel()
-			c := translation(t, set)
-			r := rehearsal(t, set)
-			db := databaseFor[set]
+	eachSet(t, func(t *testing.T, set string) {
+		c := translation(t, set)
+		r := rehearsal(t, set)
+		db := databaseFor[set]
 
-			worker := c.eval(t, c.resource(t, "WorkerFunctionStatusEvents").Properties).(map[string]any)["ScalingConfig"].(map[string]any)["MaximumConcurrency"]
-			var workers int
-			if _, err := fmt.Sscan(fmt.Sprint(worker), &workers); err != nil || workers < 1 {
-				t.Fatalf("worker MaximumConcurrency %v", worker)
-			}
-			sweeps := unreservedSweeps
-			if n := r.Functions["SweeperFunction"].ReservedConcurrentExecutions; n != nil {
-				sweeps = *n
-			}
-			// One PreTraffic hook per deployment group, each invokes the
-			// migration once; they queue on the advisory lock, each
-			// holding its connection.
-			migrations := len(c.ofType("AWS::CodeDeploy::DeploymentGroup"))
-			others := workers*workerPoolSize + sweeps*sweeperPoolSize + migrations*migratePoolSize
+		worker := c.eval(t, c.resource(t, "WorkerFunctionStatusEvents").Properties).(map[string]any)["ScalingConfig"].(map[string]any)["MaximumConcurrency"]
+		var workers int
+		if _, err := fmt.Sscan(fmt.Sprint(worker), &workers); err != nil || workers < 1 {
+			t.Fatalf("worker MaximumConcurrency %v", worker)
+		}
+		sweeps := unreservedSweeps
+		if n := r.Functions["SweeperFunction"].ReservedConcurrentExecutions; n != nil {
+			sweeps = *n
+		}
+		// One PreTraffic hook per deployment group, each invokes the
+		// migration once; they queue on the advisory lock, each
+		// holding its connection.
+		migrations := len(c.ofType("AWS::CodeDeploy::DeploymentGroup"))
+		others := workers*workerPoolSize + sweeps*sweeperPoolSize + migrations*migratePoolSize
 
-			share := functionsShare
-			proxy := c.condition(t, "CreateDatabaseProxy")
-			if proxy {
-				pool := c.resource(t, "DatabaseProxyTargetGroup").Properties["ConnectionPoolConfigurationInfo"].(map[string]any)
-				share = pool["MaxConnectionsPercent"].(float64) / 100
-				borrow := time.Duration(pool["ConnectionBorrowTimeout"].(float64)) * time.Second
-				statement, err := time.ParseDuration(c.Values["ApiStatementTimeout"])
-				if err != nil {
-					t.Fatal(err)
-				}
-				timeout := time.Duration(c.resource(t, "ApiFunction").Properties["Timeout"].(float64)) * time.Second
-				if borrow+statement+apiAnswerMargin > timeout {
-					t.Errorf("a borrow (%v) and a statement (%v) and the API's answer margin (%v) outlast its Timeout (%v): Lambda, not the API, would answer",
-						borrow, statement, apiAnswerMargin, timeout)
-				}
-				t.Logf("%s timeouts: borrow %v + statement %v + answer margin %v = %v ≤ Timeout %v",
-					set, borrow, statement, apiAnswerMargin, borrow+statement+apiAnswerMargin, timeout)
+		share := functionsShare
+		proxy := c.condition(t, "CreateDatabaseProxy")
+		if proxy {
+			pool := c.resource(t, "DatabaseProxyTargetGroup").Properties["ConnectionPoolConfigurationInfo"].(map[string]any)
+			share = pool["MaxConnectionsPercent"].(float64) / 100
+			borrow := time.Duration(pool["ConnectionBorrowTimeout"].(float64)) * time.Second
+			statement, err := time.ParseDuration(c.Values["ApiStatementTimeout"])
+			if err != nil {
+				t.Fatal(err)
 			}
-			budget := int(math.Floor(float64(db.maxConnections()) * share))
+			timeout := time.Duration(c.resource(t, "ApiFunction").Properties["Timeout"].(float64)) * time.Second
+			if borrow+statement+apiAnswerMargin > timeout {
+				t.Errorf("a borrow (%v) and a statement (%v) and the API's answer margin (%v) outlast its Timeout (%v): Lambda, not the API, would answer",
+					borrow, statement, apiAnswerMargin, timeout)
+			}
+			t.Logf("%s timeouts: borrow %v + statement %v + answer margin %v = %v ≤ Timeout %v",
+				set, borrow, statement, apiAnswerMargin, borrow+statement+apiAnswerMargin, timeout)
+		}
+		budget := int(math.Floor(float64(db.maxConnections()) * share))
 
-			if n := r.Functions["ApiFunction"].ReservedConcurrentExecutions; n != nil {
-				total := *n*apiPoolSize + others
-				line := fmt.Sprintf("%d × %d + %d × %d + %d × %d + %d × %d = %d", *n, apiPoolSize, workers, workerPoolSize,
-					sweeps, sweeperPoolSize, migrations, migratePoolSize, total)
-				t.Logf("%s: %s ≤ %d (%.0f %% of %s's max_connections %d; through the proxy: %v)", set, line, budget, share*100, db.class, db.maxConnections(), proxy)
-				if total > budget {
-					t.Errorf("%s: %s > %d", set, line, budget)
-				}
-				if !strings.Contains(string(docs), line) {
-					t.Errorf("docs/deploying.md does not show %q", line)
-				}
-				return
+		if n := r.Functions["ApiFunction"].ReservedConcurrentExecutions; n != nil {
+			total := *n*apiPoolSize + others
+			line := fmt.Sprintf("%d × %d + %d × %d + %d × %d + %d × %d = %d", *n, apiPoolSize, workers, workerPoolSize,
+				sweeps, sweeperPoolSize, migrations, migratePoolSize, total)
+			t.Logf("%s: %s ≤ %d (%.0f %% of %s's max_connections %d; through the proxy: %v)", set, line, budget, share*100, db.class, db.maxConnections(), proxy)
+			if total > budget {
+				t.Errorf("%s: %s > %d", set, line, budget)
 			}
-			fit := (budget - others) / apiPoolSize
-			t.Logf("%s: no API reservation: the API may run %d sandboxes (%d - %d × %d - %d × %d - %d × %d) / %d before %s (%d of %d) is full",
-				set, fit, budget, workers, workerPoolSize, sweeps, sweeperPoolSize, migrations, migratePoolSize, apiPoolSize, db.class, budget, db.maxConnections())
-			if fit < 10 {
-				t.Errorf("%s: the API fits only %d sandboxes in %s", set, fit, db.class)
+			if !strings.Contains(string(docs), line) {
+				t.Errorf("docs/deploying.md does not show %q", line)
 			}
-			if want := fmt.Sprintf("%d API sandboxes", fit); !strings.Contains(string(docs), want) {
-				t.Errorf("docs/deploying.md does not say %q", want)
-			}
-		})
-	}
+			return
+		}
+		fit := (budget - others) / apiPoolSize
+		t.Logf("%s: no API reservation: the API may run %d sandboxes (%d - %d × %d - %d × %d - %d × %d) / %d before %s (%d of %d) is full",
+			set, fit, budget, workers, workerPoolSize, sweeps, sweeperPoolSize, migrations, migratePoolSize, apiPoolSize, db.class, budget, db.maxConnections())
+		if fit < 10 {
+			t.Errorf("%s: the API fits only %d sandboxes in %s", set, fit, db.class)
+		}
+		if want := fmt.Sprintf("%d API sandboxes", fit); !strings.Contains(string(docs), want) {
+			t.Errorf("docs/deploying.md does not say %q", want)
+		}
+	})
 }

@@ -93,120 +93,117 @@ func grantsOf(t *testing.T, role rehearsedRole) map[string][]string {
 // only CodeDeployHook_* functions.
 func TestIAMAfterTheDeploy(t *testing.T) {
 	t.Parallel()
-	for _, set := range setNames {
-		t.Run(set, func(t *testing.T) {
-			t.Parallel()
-			r := rehearsal(t, set)
-			c := translation(t, set)
-			vpc := c.condition(t, "UseVpc")
-			queue := "arn:aws:sqs:us-east-1:123456789012:jobboard-status-events"
-			secret := c.Values["DatabaseSecretArn"]
-			logs := func(fn string) string { return "log-group:jobboard-" + fn + "Logs-" }
-			want := map[string]map[string][]string{
-				"ApiFunction": {
-					"secretsmanager:GetSecretValue": {secret, "JwtSecret"},
-					"sqs:SendMessage":               {queue},
-				},
-				"WorkerFunction": {
-					"secretsmanager:GetSecretValue": {secret},
-					"sqs:ReceiveMessage":            {queue}, "sqs:DeleteMessage": {queue}, "sqs:GetQueueAttributes": {queue},
-					"sqs:ChangeMessageVisibility": {queue},
-					"ses:SendEmail":               {"arn:aws:ses:us-east-1:123456789012:identity/" + c.Values["MailFromIdentity"]},
-				},
-				"SweeperFunction": {
-					"secretsmanager:GetSecretValue": {secret},
-					"sqs:SendMessage":               {queue},
-				},
-				"MigrateFunction": {
-					"secretsmanager:GetSecretValue": {secret},
-				},
-				// The hook may invoke the versions its environment names.
-				"PreTrafficHookFunction": {
-					"lambda:InvokeFunction": {fmt.Sprint(r.Functions["PreTrafficHookFunction"].Environment["API_FUNCTION_VERSION_ARN"]),
-						fmt.Sprint(r.Functions["PreTrafficHookFunction"].Environment["MIGRATE_FUNCTION_VERSION_ARN"])},
-					"codedeploy:PutLifecycleEventHookExecutionStatus": {"arn:aws:codedeploy:us-east-1:123456789012:deploymentgroup:jobboard-ServerlessDeploymentApplication-"},
-				},
-			}
+	eachSet(t, func(t *testing.T, set string) {
+		r := rehearsal(t, set)
+		c := translation(t, set)
+		vpc := c.condition(t, "UseVpc")
+		queue := "arn:aws:sqs:us-east-1:123456789012:jobboard-status-events"
+		secret := c.Values["DatabaseSecretArn"]
+		logs := func(fn string) string { return "log-group:jobboard-" + fn + "Logs-" }
+		want := map[string]map[string][]string{
+			"ApiFunction": {
+				"secretsmanager:GetSecretValue": {secret, "JwtSecret"},
+				"sqs:SendMessage":               {queue},
+			},
+			"WorkerFunction": {
+				"secretsmanager:GetSecretValue": {secret},
+				"sqs:ReceiveMessage":            {queue}, "sqs:DeleteMessage": {queue}, "sqs:GetQueueAttributes": {queue},
+				"sqs:ChangeMessageVisibility": {queue},
+				"ses:SendEmail":               {"arn:aws:ses:us-east-1:123456789012:identity/" + c.Values["MailFromIdentity"]},
+			},
+			"SweeperFunction": {
+				"secretsmanager:GetSecretValue": {secret},
+				"sqs:SendMessage":               {queue},
+			},
+			"MigrateFunction": {
+				"secretsmanager:GetSecretValue": {secret},
+			},
+			// The hook may invoke the versions its environment names.
+			"PreTrafficHookFunction": {
+				"lambda:InvokeFunction": {fmt.Sprint(r.Functions["PreTrafficHookFunction"].Environment["API_FUNCTION_VERSION_ARN"]),
+					fmt.Sprint(r.Functions["PreTrafficHookFunction"].Environment["MIGRATE_FUNCTION_VERSION_ARN"])},
+				"codedeploy:PutLifecycleEventHookExecutionStatus": {"arn:aws:codedeploy:us-east-1:123456789012:deploymentgroup:jobboard-ServerlessDeploymentApplication-"},
+			},
+		}
 
-			roles := map[string]bool{"CodeDeployRole": true}
-			if c.condition(t, "CreateDatabaseProxy") {
-				roles["DatabaseProxyRole"] = true
+		roles := map[string]bool{"CodeDeployRole": true}
+		if c.condition(t, "CreateDatabaseProxy") {
+			roles["DatabaseProxyRole"] = true
+		}
+		for fn, actions := range want {
+			role := roleOf(t, c, fn)
+			roles[role] = true
+			rr, ok := r.Roles[role]
+			if !ok {
+				t.Errorf("%s's role %s was not created", fn, role)
+				continue
 			}
-			for fn, actions := range want {
-				role := roleOf(t, c, fn)
-				roles[role] = true
-				rr, ok := r.Roles[role]
+			for arn := range rr.Managed {
+				if strings.Contains(arn, ":iam::aws:policy/") {
+					t.Errorf("%s's role has the AWS managed policy %s", fn, arn)
+				}
+			}
+			got := grantsOf(t, rr)
+			actions["logs:CreateLogStream"] = []string{logs(fn)}
+			actions["logs:PutLogEvents"] = []string{logs(fn)}
+			actions["xray:PutTraceSegments"] = []string{"*"}
+			actions["xray:PutTelemetryRecords"] = []string{"*"}
+			if vpc {
+				for _, a := range vpcActions {
+					actions[a] = []string{"*"}
+				}
+			}
+			for a, resources := range got {
+				needles, ok := actions[a]
 				if !ok {
-					t.Errorf("%s's role %s was not created", fn, role)
+					t.Errorf("%s may %s on %v, which it does not need", fn, a, resources)
 					continue
 				}
-				for arn := range rr.Managed {
-					if strings.Contains(arn, ":iam::aws:policy/") {
-						t.Errorf("%s's role has the AWS managed policy %s", fn, arn)
+				if len(resources) != len(needles) {
+					t.Errorf("%s may %s on %v; want %v", fn, a, resources, needles)
+					continue
+				}
+				for _, n := range needles {
+					if !slices.ContainsFunc(resources, func(r string) bool { return r == n || (n != "*" && r != "*" && strings.Contains(r, n)) }) {
+						t.Errorf("%s may %s on %v; want one that is (or holds) %s", fn, a, resources, n)
 					}
 				}
-				got := grantsOf(t, rr)
-				actions["logs:CreateLogStream"] = []string{logs(fn)}
-				actions["logs:PutLogEvents"] = []string{logs(fn)}
-				actions["xray:PutTraceSegments"] = []string{"*"}
-				actions["xray:PutTelemetryRecords"] = []string{"*"}
-				if vpc {
-					for _, a := range vpcActions {
-						actions[a] = []string{"*"}
-					}
-				}
-				for a, resources := range got {
-					needles, ok := actions[a]
-					if !ok {
-						t.Errorf("%s may %s on %v, which it does not need", fn, a, resources)
-						continue
-					}
-					if len(resources) != len(needles) {
-						t.Errorf("%s may %s on %v; want %v", fn, a, resources, needles)
-						continue
-					}
-					for _, n := range needles {
-						if !slices.ContainsFunc(resources, func(r string) bool { return r == n || (n != "*" && r != "*" && strings.Contains(r, n)) }) {
-							t.Errorf("%s may %s on %v; want one that is (or holds) %s", fn, a, resources, n)
-						}
-					}
-					for _, res := range resources {
-						if res == "*" && !wildcardResources[a] {
-							t.Errorf("%s may %s on every resource", fn, a)
-						}
-					}
-				}
-				for a := range actions {
-					if _, ok := got[a]; !ok {
-						t.Errorf("%s may not %s", fn, a)
+				for _, res := range resources {
+					if res == "*" && !wildcardResources[a] {
+						t.Errorf("%s may %s on every resource", fn, a)
 					}
 				}
 			}
-			var created []string
-			for name := range r.Roles {
-				created = append(created, name)
-				if !roles[name] {
-					t.Errorf("the stack made the role %s, which no test expects", name)
+			for a := range actions {
+				if _, ok := got[a]; !ok {
+					t.Errorf("%s may not %s", fn, a)
 				}
 			}
-			if len(created) != len(roles) {
-				t.Errorf("roles %v; want %v", created, roles)
+		}
+		var created []string
+		for name := range r.Roles {
+			created = append(created, name)
+			if !roles[name] {
+				t.Errorf("the stack made the role %s, which no test expects", name)
 			}
+		}
+		if len(created) != len(roles) {
+			t.Errorf("roles %v; want %v", created, roles)
+		}
 
-			limited := "arn:aws:iam::aws:policy/service-role/AWSCodeDeployRoleForLambdaLimited"
-			cd := r.Roles["CodeDeployRole"]
-			if len(cd.Managed) != 1 || len(cd.Inline) != 0 {
-				t.Fatalf("CodeDeployRole policies %v; want %s alone", cd, limited)
-			}
-			g := grantsOf(t, cd)
-			if fmt.Sprint(g["lambda:InvokeFunction"]) != "[arn:aws:lambda:*:*:function:CodeDeployHook_*]" || g["sns:Publish"] != nil {
-				t.Errorf("CodeDeployRole (%v) may invoke %v and publish to %v; want only CodeDeployHook_* and no SNS", cd.Managed, g["lambda:InvokeFunction"], g["sns:Publish"])
-			}
-			if name := r.Functions["PreTrafficHookFunction"].FunctionName; !strings.HasPrefix(name, "CodeDeployHook_") || len(name) > 64 {
-				t.Errorf("the hook function is %q; CodeDeploy may invoke only CodeDeployHook_* (at most 64 characters)", name)
-			}
-		})
-	}
+		limited := "arn:aws:iam::aws:policy/service-role/AWSCodeDeployRoleForLambdaLimited"
+		cd := r.Roles["CodeDeployRole"]
+		if len(cd.Managed) != 1 || len(cd.Inline) != 0 {
+			t.Fatalf("CodeDeployRole policies %v; want %s alone", cd, limited)
+		}
+		g := grantsOf(t, cd)
+		if fmt.Sprint(g["lambda:InvokeFunction"]) != "[arn:aws:lambda:*:*:function:CodeDeployHook_*]" || g["sns:Publish"] != nil {
+			t.Errorf("CodeDeployRole (%v) may invoke %v and publish to %v; want only CodeDeployHook_* and no SNS", cd.Managed, g["lambda:InvokeFunction"], g["sns:Publish"])
+		}
+		if name := r.Functions["PreTrafficHookFunction"].FunctionName; !strings.HasPrefix(name, "CodeDeployHook_") || len(name) > 64 {
+			t.Errorf("the hook function is %q; CodeDeploy may invoke only CodeDeployHook_* (at most 64 characters)", name)
+		}
+	})
 }
 
 // Secrets reach the functions only as ARNs, and each function may read
@@ -224,36 +221,33 @@ func TestSecretsReachFunctionsOnlyAsARNs(t *testing.T) {
 	if p := c.Parameters["DatabaseSecretArn"]; p.Default != nil || !strings.Contains(p.AllowedPattern, "secretsmanager") {
 		t.Errorf("parameter DatabaseSecretArn %+v; want no default and a Secrets Manager ARN pattern", p)
 	}
-	for _, set := range setNames {
-		t.Run(set, func(t *testing.T) {
-			t.Parallel()
-			r := rehearsal(t, set)
-			c := translation(t, set)
-			for fn, f := range r.Functions {
-				var secrets []string
-				for k, v := range f.Environment {
-					s := fmt.Sprint(v)
-					if strings.HasSuffix(k, "_SECRET_ARN") {
-						secrets = append(secrets, s)
-						continue
-					}
-					for _, bad := range []string{"SECRET", "PASSWORD", "TOKEN", "DATABASE_URL", "PRIVATE_KEY"} {
-						if strings.Contains(k, bad) {
-							t.Errorf("%s: %s looks like a secret value; pass a *_SECRET_ARN instead", fn, k)
-						}
-					}
-					if strings.Contains(s, "://") && strings.Contains(s, "@") {
-						t.Errorf("%s: %s = %q carries credentials in a URL", fn, k, s)
+	eachSet(t, func(t *testing.T, set string) {
+		r := rehearsal(t, set)
+		c := translation(t, set)
+		for fn, f := range r.Functions {
+			var secrets []string
+			for k, v := range f.Environment {
+				s := fmt.Sprint(v)
+				if strings.HasSuffix(k, "_SECRET_ARN") {
+					secrets = append(secrets, s)
+					continue
+				}
+				for _, bad := range []string{"SECRET", "PASSWORD", "TOKEN", "DATABASE_URL", "PRIVATE_KEY"} {
+					if strings.Contains(k, bad) {
+						t.Errorf("%s: %s looks like a secret value; pass a *_SECRET_ARN instead", fn, k)
 					}
 				}
-				sort.Strings(secrets)
-				got := grantsOf(t, r.Roles[roleOf(t, c, fn)])["secretsmanager:GetSecretValue"]
-				if !slices.Equal(got, secrets) {
-					t.Errorf("%s may read the secrets %v; its environment names %v", fn, got, secrets)
+				if strings.Contains(s, "://") && strings.Contains(s, "@") {
+					t.Errorf("%s: %s = %q carries credentials in a URL", fn, k, s)
 				}
 			}
-		})
-	}
+			sort.Strings(secrets)
+			got := grantsOf(t, r.Roles[roleOf(t, c, fn)])["secretsmanager:GetSecretValue"]
+			if !slices.Equal(got, secrets) {
+				t.Errorf("%s may read the secrets %v; its environment names %v", fn, got, secrets)
+			}
+		}
+	})
 }
 
 // What each function runs with after the deploy: no reserved concurrency
@@ -262,57 +256,54 @@ func TestSecretsReachFunctionsOnlyAsARNs(t *testing.T) {
 // set has one; the hook pointed at this deploy's versions.
 func TestDeployedFunctionSettings(t *testing.T) {
 	t.Parallel()
-	for _, set := range setNames {
-		t.Run(set, func(t *testing.T) {
-			t.Parallel()
-			r := rehearsal(t, set)
-			c := translation(t, set)
-			reserved := map[string]string{}
-			if v := c.Values["ApiReservedConcurrency"]; v != "0" {
-				reserved["ApiFunction"] = v
+	eachSet(t, func(t *testing.T, set string) {
+		r := rehearsal(t, set)
+		c := translation(t, set)
+		reserved := map[string]string{}
+		if v := c.Values["ApiReservedConcurrency"]; v != "0" {
+			reserved["ApiFunction"] = v
+		}
+		if v := c.Values["SweeperReservedConcurrency"]; v != "0" {
+			reserved["SweeperFunction"] = v
+		}
+		proxy := c.condition(t, "UseDatabaseProxy")
+		wantCert := "/var/task/rds-global-bundle.pem"
+		if proxy {
+			wantCert = "system"
+		}
+		if len(r.Functions) != 5 {
+			t.Errorf("functions %v; want the API, the worker, the sweeper, the migration and the hook", len(r.Functions))
+		}
+		for fn, f := range r.Functions {
+			got := ""
+			if f.ReservedConcurrentExecutions != nil {
+				got = fmt.Sprint(*f.ReservedConcurrentExecutions)
 			}
-			if v := c.Values["SweeperReservedConcurrency"]; v != "0" {
-				reserved["SweeperFunction"] = v
+			if got != reserved[fn] {
+				t.Errorf("%s reserved concurrency %q; want %q", fn, got, reserved[fn])
 			}
-			proxy := c.condition(t, "UseDatabaseProxy")
-			wantCert := "/var/task/rds-global-bundle.pem"
-			if proxy {
-				wantCert = "system"
+			mode, hasMode := f.Environment["DATABASE_QUERY_EXEC_MODE"]
+			if hasMode != proxy || (proxy && mode != "exec") {
+				t.Errorf("%s DATABASE_QUERY_EXEC_MODE %v (set: %v); want exec behind the proxy, unset without", fn, mode, hasMode)
 			}
-			if len(r.Functions) != 5 {
-				t.Errorf("functions %v; want the API, the worker, the sweeper, the migration and the hook", len(r.Functions))
+			if cert := f.Environment["DATABASE_SSLROOTCERT"]; cert != wantCert {
+				t.Errorf("%s DATABASE_SSLROOTCERT %v; want %s (verify-full)", fn, cert, wantCert)
 			}
-			for fn, f := range r.Functions {
-				got := ""
-				if f.ReservedConcurrentExecutions != nil {
-					got = fmt.Sprint(*f.ReservedConcurrentExecutions)
-				}
-				if got != reserved[fn] {
-					t.Errorf("%s reserved concurrency %q; want %q", fn, got, reserved[fn])
-				}
-				mode, hasMode := f.Environment["DATABASE_QUERY_EXEC_MODE"]
-				if hasMode != proxy || (proxy && mode != "exec") {
-					t.Errorf("%s DATABASE_QUERY_EXEC_MODE %v (set: %v); want exec behind the proxy, unset without", fn, mode, hasMode)
-				}
-				if cert := f.Environment["DATABASE_SSLROOTCERT"]; cert != wantCert {
-					t.Errorf("%s DATABASE_SSLROOTCERT %v; want %s (verify-full)", fn, cert, wantCert)
-				}
-				if (len(f.SubnetIDs) > 0) != c.condition(t, "UseVpc") {
-					t.Errorf("%s subnets %v; VPC mode %v", fn, f.SubnetIDs, c.condition(t, "UseVpc"))
-				}
+			if (len(f.SubnetIDs) > 0) != c.condition(t, "UseVpc") {
+				t.Errorf("%s subnets %v; VPC mode %v", fn, f.SubnetIDs, c.condition(t, "UseVpc"))
 			}
-			hook := r.Functions["PreTrafficHookFunction"].Environment
-			for k, fn := range map[string]string{"API_FUNCTION_VERSION_ARN": "ApiFunction", "MIGRATE_FUNCTION_VERSION_ARN": "MigrateFunction"} {
-				arn := fmt.Sprint(hook[k])
-				if !strings.Contains(arn, ":function:"+r.Functions[fn].FunctionName+":") || !versionSuffix.MatchString(arn) {
-					t.Errorf("hook %s = %s; want a version of %s", k, arn, r.Functions[fn].FunctionName)
-				}
+		}
+		hook := r.Functions["PreTrafficHookFunction"].Environment
+		for k, fn := range map[string]string{"API_FUNCTION_VERSION_ARN": "ApiFunction", "MIGRATE_FUNCTION_VERSION_ARN": "MigrateFunction"} {
+			arn := fmt.Sprint(hook[k])
+			if !strings.Contains(arn, ":function:"+r.Functions[fn].FunctionName+":") || !versionSuffix.MatchString(arn) {
+				t.Errorf("hook %s = %s; want a version of %s", k, arn, r.Functions[fn].FunctionName)
 			}
-			if got := fmt.Sprint(r.Functions["ApiFunction"].Environment["CORS_ALLOWED_ORIGINS"]); got != c.Values["CorsAllowedOrigins"] {
-				t.Errorf("ApiFunction CORS_ALLOWED_ORIGINS %q; want %q", got, c.Values["CorsAllowedOrigins"])
-			}
-		})
-	}
+		}
+		if got := fmt.Sprint(r.Functions["ApiFunction"].Environment["CORS_ALLOWED_ORIGINS"]); got != c.Values["CorsAllowedOrigins"] {
+			t.Errorf("ApiFunction CORS_ALLOWED_ORIGINS %q; want %q", got, c.Values["CorsAllowedOrigins"])
+		}
+	})
 }
 
 var versionSuffix = regexp.MustCompile(`:[0-9]+$`)

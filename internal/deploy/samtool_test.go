@@ -27,6 +27,17 @@ const samtoolPath = repoRoot + "/.ci/cfn/samtool.py"
 // environment of samconfig.toml.
 var setNames = []string{"defaults", "samconfig.default", "samconfig.prod"}
 
+// eachSet runs test for every parameter set, as parallel subtests.
+func eachSet(t *testing.T, test func(t *testing.T, set string)) {
+	t.Helper()
+	for _, set := range setNames {
+		t.Run(set, func(t *testing.T) {
+			t.Parallel()
+			test(t, set)
+		})
+	}
+}
+
 func pythonForTools() string {
 	if p := os.Getenv("JOBBOARD_PYTHON"); p != "" {
 		return p

@@ -47,8 +47,6 @@ func getAttPlaceholder(resource, attr string) string {
 type samTemplate struct {
 	typed *cloudformation.Template
 	raw   rawTemplate
-	// refs are the names that Ref, GetAtt and Sub mention.
-	refs []string
 }
 
 type rawTemplate struct {
@@ -154,7 +152,6 @@ func parseTemplate(t testing.TB, data []byte) *samTemplate {
 	overrides := map[string]intrinsics.IntrinsicHandler{
 		"Ref": func(_ string, input, doc any) any {
 			name, _ := input.(string)
-			tpl.refs = append(tpl.refs, name)
 			if isListParameter(doc, name) {
 				return []any{refPlaceholder(name)}
 			}
@@ -175,7 +172,6 @@ func parseTemplate(t testing.TB, data []byte) *samTemplate {
 				t.Errorf("malformed Fn::GetAtt %v", input)
 				return nil
 			}
-			tpl.refs = append(tpl.refs, parts[0])
 			return getAttPlaceholder(parts[0], parts[1])
 		},
 		"Fn::Sub": func(_ string, input, _ any) any {
@@ -183,9 +179,6 @@ func parseTemplate(t testing.TB, data []byte) *samTemplate {
 			if !ok {
 				t.Errorf("Fn::Sub with a variable map is not supported by these tests: %v", input)
 				return nil
-			}
-			for _, m := range subVar.FindAllStringSubmatch(s, -1) {
-				tpl.refs = append(tpl.refs, strings.SplitN(m[1], ".", 2)[0])
 			}
 			return s
 		},
@@ -216,7 +209,6 @@ func parseTemplate(t testing.TB, data []byte) *samTemplate {
 	tpl.typed = typed
 
 	// The raw view keeps Fn::If as it is, so that conditions can be checked.
-	tpl.refs = nil
 	overrides["Fn::If"] = func(_ string, input, _ any) any { return map[string]any{"Fn::If": input} }
 	processed, err := processYAML(data, &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: overrides})
 	if err != nil {
@@ -886,65 +878,31 @@ func TestEveryReferenceResolves(t *testing.T) {
 		"AWS::AccountId": true, "AWS::NoValue": true, "AWS::Partition": true, "AWS::Region": true,
 		"AWS::StackName": true, "AWS::StackId": true, "AWS::URLSuffix": true, "AWS::NotificationARNs": true,
 	}
-	for _, set := range setNames {
-		t.Run(set, func(t *testing.T) {
-			t.Parallel()
-			c := translation(t, set)
-			var names []string
-			var walk func(v any)
-			walk = func(v any) {
-				switch x := v.(type) {
-				case []any:
-					for _, e := range x {
-						walk(e)
-					}
-				case map[string]any:
-					for k, e := range x {
-						switch k {
-						case "Ref":
-							names = append(names, fmt.Sprint(e))
-						case "Fn::GetAtt":
-							if a, ok := e.([]any); ok && len(a) == 2 {
-								names = append(names, fmt.Sprint(a[0]))
-							} else {
-								names = append(names, strings.SplitN(fmt.Sprint(e), ".", 2)[0])
-							}
-						case "Fn::Sub":
-							s, _ := e.(string)
-							var vars map[string]any
-							if a, ok := e.([]any); ok && len(a) == 2 {
-								s, _ = a[0].(string)
-								vars, _ = a[1].(map[string]any)
-							}
-							for _, m := range subVar.FindAllStringSubmatch(s, -1) {
-								if name := strings.SplitN(m[1], ".", 2)[0]; vars[name] == nil {
-									names = append(names, name)
-								}
-							}
-						}
-						walk(e)
-					}
-				}
+	eachSet(t, func(t *testing.T, set string) {
+		c := translation(t, set)
+		var names []string
+		for _, r := range c.Resources {
+			names = append(names, refNames(map[string]any{"Properties": r.Properties, "UpdatePolicy": r.UpdatePolicy})...)
+		}
+		var outputs any
+		if err := json.Unmarshal(mustJSON(t, c.Outputs), &outputs); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, refNames(outputs)...)
+		if len(names) == 0 {
+			t.Fatal("no references found; the walk is broken")
+		}
+		for _, n := range names {
+			_, isParam := c.Parameters[n]
+			_, isResource := c.Resources[n]
+			if !isParam && !isResource && !pseudo[n] {
+				t.Errorf("reference to %q, which is neither a parameter, a resource nor a pseudo parameter", n)
 			}
-			for _, r := range c.Resources {
-				walk(map[string]any{"Properties": r.Properties, "UpdatePolicy": r.UpdatePolicy})
+		}
+		for _, out := range []string{"ApiUrl", "StatusEventsQueueUrl", "StatusEventsDLQUrl"} {
+			if _, ok := c.Outputs[out]; !ok {
+				t.Errorf("no output %s", out)
 			}
-			walk(c.Outputs)
-			if len(names) == 0 {
-				t.Fatal("no references found; the walk is broken")
-			}
-			for _, n := range names {
-				_, isParam := c.Parameters[n]
-				_, isResource := c.Resources[n]
-				if !isParam && !isResource && !pseudo[n] {
-					t.Errorf("reference to %q, which is neither a parameter, a resource nor a pseudo parameter", n)
-				}
-			}
-			for _, out := range []string{"ApiUrl", "StatusEventsQueueUrl", "StatusEventsDLQUrl"} {
-				if _, ok := c.Outputs[out]; !ok {
-					t.Errorf("no output %s", out)
-				}
-			}
-		})
-	}
+		}
+	})
 }

@@ -18,17 +18,11 @@ import (
 // Tests of template.yaml as SAM translates it, for every parameter set:
 // what CloudFormation is asked to create, not the YAML.
 
-// references returns the logical ids of the resources that v refers to:
-// Ref, Fn::GetAtt, the ${X} and ${X.Y} of Fn::Sub, wherever they are
-// (CloudFormation orders resources by every reference, UpdatePolicy
-// included).
-func (c *cfnTemplate) references(v any) []string {
+// refNames returns every name v refers to: a Ref, the resource of an
+// Fn::GetAtt, the ${X} and ${X.Y} of an Fn::Sub (less its own variables),
+// wherever they are.
+func refNames(v any) []string {
 	var out []string
-	add := func(name string) {
-		if _, ok := c.Resources[name]; ok && !slices.Contains(out, name) {
-			out = append(out, name)
-		}
-	}
 	var walk func(any)
 	walk = func(v any) {
 		switch x := v.(type) {
@@ -40,25 +34,24 @@ func (c *cfnTemplate) references(v any) []string {
 			for k, e := range x {
 				switch k {
 				case "Ref":
-					if s, ok := e.(string); ok {
-						add(s)
-					}
+					out = append(out, fmt.Sprint(e))
 				case "Fn::GetAtt":
-					switch a := e.(type) {
-					case string:
-						add(strings.SplitN(a, ".", 2)[0])
-					case []any:
-						if len(a) > 0 {
-							add(fmt.Sprint(a[0]))
-						}
+					if a, ok := e.([]any); ok && len(a) > 0 {
+						out = append(out, fmt.Sprint(a[0]))
+					} else {
+						out = append(out, strings.SplitN(fmt.Sprint(e), ".", 2)[0])
 					}
 				case "Fn::Sub":
 					s, _ := e.(string)
-					if a, ok := e.([]any); ok && len(a) > 0 {
+					var vars map[string]any
+					if a, ok := e.([]any); ok && len(a) == 2 {
 						s, _ = a[0].(string)
+						vars, _ = a[1].(map[string]any)
 					}
 					for _, m := range subVar.FindAllStringSubmatch(s, -1) {
-						add(strings.SplitN(m[1], ".", 2)[0])
+						if name := strings.SplitN(m[1], ".", 2)[0]; vars[name] == nil {
+							out = append(out, name)
+						}
 					}
 				}
 				walk(e)
@@ -66,6 +59,19 @@ func (c *cfnTemplate) references(v any) []string {
 		}
 	}
 	walk(v)
+	return out
+}
+
+// references returns the logical ids of the resources that v refers to
+// (CloudFormation orders resources by every reference, UpdatePolicy
+// included).
+func (c *cfnTemplate) references(v any) []string {
+	var out []string
+	for _, name := range refNames(v) {
+		if _, ok := c.Resources[name]; ok && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
 	return out
 }
 
@@ -138,15 +144,12 @@ func cycle(deps map[string][]string) []string {
 // its alarms whatever they name.
 func TestTranslationHasNoDependencyCycle(t *testing.T) {
 	t.Parallel()
-	for _, set := range setNames {
-		t.Run(set, func(t *testing.T) {
-			t.Parallel()
-			c := translation(t, set)
-			if cyc := cycle(c.dependencies()); cyc != nil {
-				t.Errorf("dependency cycle: %s", strings.Join(cyc, " → "))
-			}
-		})
-	}
+	eachSet(t, func(t *testing.T, set string) {
+		c := translation(t, set)
+		if cyc := cycle(c.dependencies()); cyc != nil {
+			t.Errorf("dependency cycle: %s", strings.Join(cyc, " → "))
+		}
+	})
 	// The check can fail: an alarm on the HTTP API's 5xx among the API's
 	// rollback alarms closes the cycle of the stack's first template.
 	t.Run("the API's 5xx alarm as a rollback alarm", func(t *testing.T) {
@@ -190,51 +193,48 @@ func TestCfnLintRefusesACycle(t *testing.T) {
 // headers and max age of internal/httpapi; without origins, none at all.
 func TestCorsTranslatesToAnObject(t *testing.T) {
 	t.Parallel()
-	for _, set := range setNames {
-		t.Run(set, func(t *testing.T) {
-			t.Parallel()
-			c := translation(t, set)
-			body, _ := c.resource(t, "HttpApi").Properties["Body"].(map[string]any)
-			cors, present := c.eval(t, body).(map[string]any)["x-amazon-apigateway-cors"]
-			origins := c.Values["CorsAllowedOrigins"]
-			if origins == "" {
-				if present {
-					t.Errorf("CORS %v without origins; want none", cors)
-				}
-				return
+	eachSet(t, func(t *testing.T, set string) {
+		c := translation(t, set)
+		body, _ := c.resource(t, "HttpApi").Properties["Body"].(map[string]any)
+		cors, present := c.eval(t, body).(map[string]any)["x-amazon-apigateway-cors"]
+		origins := c.Values["CorsAllowedOrigins"]
+		if origins == "" {
+			if present {
+				t.Errorf("CORS %v without origins; want none", cors)
 			}
-			obj, ok := cors.(map[string]any)
-			if !ok {
-				t.Fatalf("x-amazon-apigateway-cors = %#v; want an object", cors)
+			return
+		}
+		obj, ok := cors.(map[string]any)
+		if !ok {
+			t.Fatalf("x-amazon-apigateway-cors = %#v; want an object", cors)
+		}
+		got := map[string]string{}
+		for k, v := range obj {
+			got[k] = fmt.Sprint(v)
+		}
+		lower := func(hs []string) string {
+			out := slices.Clone(hs)
+			for i := range out {
+				out[i] = strings.ToLower(out[i])
 			}
-			got := map[string]string{}
-			for k, v := range obj {
-				got[k] = fmt.Sprint(v)
+			return fmt.Sprint(out)
+		}
+		want := map[string]string{
+			"allowOrigins":  fmt.Sprint(strings.Split(origins, ",")),
+			"allowMethods":  "[GET POST PATCH OPTIONS]",
+			"allowHeaders":  lower(httpapi.CORSAllowHeaders),
+			"exposeHeaders": lower(httpapi.CORSExposeHeaders),
+			"maxAge":        "600",
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("CORS %s = %s; want %s", k, got[k], w)
 			}
-			lower := func(hs []string) string {
-				out := slices.Clone(hs)
-				for i := range out {
-					out[i] = strings.ToLower(out[i])
-				}
-				return fmt.Sprint(out)
-			}
-			want := map[string]string{
-				"allowOrigins":  fmt.Sprint(strings.Split(origins, ",")),
-				"allowMethods":  "[GET POST PATCH OPTIONS]",
-				"allowHeaders":  lower(httpapi.CORSAllowHeaders),
-				"exposeHeaders": lower(httpapi.CORSExposeHeaders),
-				"maxAge":        "600",
-			}
-			for k, w := range want {
-				if got[k] != w {
-					t.Errorf("CORS %s = %s; want %s", k, got[k], w)
-				}
-			}
-			if len(got) != len(want) {
-				t.Errorf("CORS %v; want exactly %v", got, want)
-			}
-		})
-	}
+		}
+		if len(got) != len(want) {
+			t.Errorf("CORS %v; want exactly %v", got, want)
+		}
+	})
 }
 
 // metricRead is one metric an alarm reads.
@@ -283,66 +283,63 @@ var rollbackAlarms = map[string][]string{
 // after the PreTraffic hook, with the least CodeDeploy role.
 func TestRollbackAlarmsWatchTheNewVersion(t *testing.T) {
 	t.Parallel()
-	for _, set := range setNames {
-		t.Run(set, func(t *testing.T) {
-			t.Parallel()
-			c := translation(t, set)
-			groups := c.ofType("AWS::CodeDeploy::DeploymentGroup")
-			var wantGroups []string
-			for fn := range rollbackAlarms {
-				wantGroups = append(wantGroups, fn+"DeploymentGroup")
+	eachSet(t, func(t *testing.T, set string) {
+		c := translation(t, set)
+		groups := c.ofType("AWS::CodeDeploy::DeploymentGroup")
+		var wantGroups []string
+		for fn := range rollbackAlarms {
+			wantGroups = append(wantGroups, fn+"DeploymentGroup")
+		}
+		sort.Strings(wantGroups)
+		if !slices.Equal(groups, wantGroups) {
+			t.Errorf("deployment groups %v; want %v", groups, wantGroups)
+		}
+		for fn, wantAlarms := range rollbackAlarms {
+			alias := c.resource(t, fn+"Aliaslive")
+			version, _ := alias.Properties["FunctionVersion"].(map[string]any)["Fn::GetAtt"].([]any)
+			if len(version) != 2 || c.resource(t, fmt.Sprint(version[0])).Type != "AWS::Lambda::Version" {
+				t.Fatalf("%s's alias points at %v; want a version's Version", fn, alias.Properties["FunctionVersion"])
 			}
-			sort.Strings(wantGroups)
-			if !slices.Equal(groups, wantGroups) {
-				t.Errorf("deployment groups %v; want %v", groups, wantGroups)
-			}
-			for fn, wantAlarms := range rollbackAlarms {
-				alias := c.resource(t, fn+"Aliaslive")
-				version, _ := alias.Properties["FunctionVersion"].(map[string]any)["Fn::GetAtt"].([]any)
-				if len(version) != 2 || c.resource(t, fmt.Sprint(version[0])).Type != "AWS::Lambda::Version" {
-					t.Fatalf("%s's alias points at %v; want a version's Version", fn, alias.Properties["FunctionVersion"])
-				}
-				newVersion := getAttPlaceholder(fmt.Sprint(version[0]), "Version")
+			newVersion := getAttPlaceholder(fmt.Sprint(version[0]), "Version")
 
-				update, _ := alias.UpdatePolicy["CodeDeployLambdaAliasUpdate"].(map[string]any)
-				if fmt.Sprint(update["DeploymentGroupName"]) != fmt.Sprint(map[string]any{"Ref": fn + "DeploymentGroup"}) ||
-					fmt.Sprint(update["BeforeAllowTrafficHook"]) != fmt.Sprint(map[string]any{"Ref": "PreTrafficHookFunction"}) {
-					t.Errorf("%s alias UpdatePolicy %v; want its deployment group and the PreTraffic hook", fn, alias.UpdatePolicy)
-				}
+			update, _ := alias.UpdatePolicy["CodeDeployLambdaAliasUpdate"].(map[string]any)
+			if fmt.Sprint(update["DeploymentGroupName"]) != fmt.Sprint(map[string]any{"Ref": fn + "DeploymentGroup"}) ||
+				fmt.Sprint(update["BeforeAllowTrafficHook"]) != fmt.Sprint(map[string]any{"Ref": "PreTrafficHookFunction"}) {
+				t.Errorf("%s alias UpdatePolicy %v; want its deployment group and the PreTraffic hook", fn, alias.UpdatePolicy)
+			}
 
-				dg := c.eval(t, c.resource(t, fn+"DeploymentGroup").Properties).(map[string]any)
-				if dg["ServiceRoleArn"] != getAttPlaceholder("CodeDeployRole", "Arn") {
-					t.Errorf("%s's deployment group runs as %v; want CodeDeployRole", fn, dg["ServiceRoleArn"])
+			dg := c.eval(t, c.resource(t, fn+"DeploymentGroup").Properties).(map[string]any)
+			if dg["ServiceRoleArn"] != getAttPlaceholder("CodeDeployRole", "Arn") {
+				t.Errorf("%s's deployment group runs as %v; want CodeDeployRole", fn, dg["ServiceRoleArn"])
+			}
+			var watched []string
+			if cfg, ok := dg["AlarmConfiguration"].(map[string]any); ok && cfg["Enabled"] == true {
+				for _, a := range cfg["Alarms"].([]any) {
+					watched = append(watched, resourceName(fmt.Sprint(a.(map[string]any)["Name"])))
 				}
-				var watched []string
-				if cfg, ok := dg["AlarmConfiguration"].(map[string]any); ok && cfg["Enabled"] == true {
-					for _, a := range cfg["Alarms"].([]any) {
-						watched = append(watched, resourceName(fmt.Sprint(a.(map[string]any)["Name"])))
+			}
+			sort.Strings(watched)
+			if !slices.Equal(watched, wantAlarms) {
+				t.Errorf("%s rolls back on %v; want %v", fn, watched, wantAlarms)
+			}
+			for _, name := range watched {
+				props := c.eval(t, c.resource(t, name).Properties).(map[string]any)
+				reads := metricsRead(props)
+				if len(reads) == 0 {
+					t.Errorf("%s reads no metric", name)
+				}
+				for _, m := range reads {
+					v, byVersion := m.Dimensions["ExecutedVersion"]
+					if !byVersion {
+						v, byVersion = m.Dimensions["FunctionVersion"]
 					}
-				}
-				sort.Strings(watched)
-				if !slices.Equal(watched, wantAlarms) {
-					t.Errorf("%s rolls back on %v; want %v", fn, watched, wantAlarms)
-				}
-				for _, name := range watched {
-					props := c.eval(t, c.resource(t, name).Properties).(map[string]any)
-					reads := metricsRead(props)
-					if len(reads) == 0 {
-						t.Errorf("%s reads no metric", name)
-					}
-					for _, m := range reads {
-						v, byVersion := m.Dimensions["ExecutedVersion"]
-						if !byVersion {
-							v, byVersion = m.Dimensions["FunctionVersion"]
-						}
-						if !byVersion || v != newVersion {
-							t.Errorf("%s reads %s %s %v; want it by the new version (%s)", name, m.Namespace, m.MetricName, m.Dimensions, newVersion)
-						}
+					if !byVersion || v != newVersion {
+						t.Errorf("%s reads %s %s %v; want it by the new version (%s)", name, m.Namespace, m.MetricName, m.Dimensions, newVersion)
 					}
 				}
 			}
-		})
-	}
+		}
+	})
 }
 
 // Each alarm that reads a function's version reads a metric the code
@@ -366,41 +363,38 @@ func versionAlarmMetrics(t *testing.T) map[string]metricRead {
 // checked the resource against the type's schema.
 func TestDeployRehearsal(t *testing.T) {
 	t.Parallel()
-	for _, set := range setNames {
-		t.Run(set, func(t *testing.T) {
-			t.Parallel()
-			r := rehearsal(t, set)
-			c := translation(t, set)
-			if r.Status != "CREATE_COMPLETE" {
-				t.Fatalf("stack status %s", r.Status)
+	eachSet(t, func(t *testing.T, set string) {
+		r := rehearsal(t, set)
+		c := translation(t, set)
+		if r.Status != "CREATE_COMPLETE" {
+			t.Fatalf("stack status %s", r.Status)
+		}
+		var want []string
+		for name := range c.Resources {
+			if c.created(t, name) {
+				want = append(want, name)
 			}
-			var want []string
-			for name := range c.Resources {
-				if c.created(t, name) {
-					want = append(want, name)
-				}
+		}
+		sort.Strings(want)
+		var got []string
+		standIns := map[string]bool{}
+		for _, s := range r.StandIns {
+			standIns[s.LogicalID] = true
+		}
+		for _, res := range r.Resources {
+			got = append(got, res[0])
+			if res[2] != "CREATE_COMPLETE" {
+				t.Errorf("%s (%s): %s", res[0], res[1], res[2])
 			}
-			sort.Strings(want)
-			var got []string
-			standIns := map[string]bool{}
-			for _, s := range r.StandIns {
-				standIns[s.LogicalID] = true
+			if slices.Contains(r.StandInTypes, res[1]) != standIns[res[0]] {
+				t.Errorf("%s (%s): created by a stand-in %v, but the type has one: %v", res[0], res[1], standIns[res[0]], slices.Contains(r.StandInTypes, res[1]))
 			}
-			for _, res := range r.Resources {
-				got = append(got, res[0])
-				if res[2] != "CREATE_COMPLETE" {
-					t.Errorf("%s (%s): %s", res[0], res[1], res[2])
-				}
-				if slices.Contains(r.StandInTypes, res[1]) != standIns[res[0]] {
-					t.Errorf("%s (%s): created by a stand-in %v, but the type has one: %v", res[0], res[1], standIns[res[0]], slices.Contains(r.StandInTypes, res[1]))
-				}
-			}
-			if !slices.Equal(got, want) {
-				t.Errorf("created %v;\nthe translation has %v", got, want)
-			}
-			t.Logf("%s: %s, %d resources (%d through stand-ins checked against cfn-lint's schemas)", set, r.Status, len(got), len(r.StandIns))
-		})
-	}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("created %v;\nthe translation has %v", got, want)
+		}
+		t.Logf("%s: %s, %d resources (%d through stand-ins checked against cfn-lint's schemas)", set, r.Status, len(got), len(r.StandIns))
+	})
 }
 
 // The samconfig.toml environments hold REPLACE_ME where an account's own

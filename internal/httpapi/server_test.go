@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -229,49 +228,27 @@ func TestUnexpectedErrorsAndPanics(t *testing.T) {
 // too, which Lambda never counts as an error), 0 otherwise.
 func TestRequestsWriteAMetricLine(t *testing.T) {
 	t.Parallel()
-	var metrics syncBuffer
+	metrics := &logBuffer{}
 	a := newAPI(t, func(c *httpapi.Config) {
 		c.Jobs = failingJobs{JobStore: c.Jobs, panic: true}
-		c.Metrics, c.FunctionVersion = &metrics, "3"
+		c.Metrics, c.FunctionVersion = metrics, "3"
 	})
 	wantProblem(t, a.do("GET", "/v1/jobs/1", nil), http.StatusInternalServerError, "internal")
 	want(t, a.do("GET", "/healthz", nil), http.StatusOK)
 	wantProblem(t, a.do("GET", "/v1/nowhere", nil), http.StatusNotFound, "not-found")
 
 	var requests, serverErrors float64
-	lines := strings.Split(strings.TrimSpace(metrics.String()), "\n")
-	for _, l := range lines {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("not JSON: %q", l)
-		}
+	lines := metrics.lines(t)
+	for _, m := range lines {
 		if m["Service"] != "api" || m["FunctionVersion"] != "3" || m["_aws"] == nil {
-			t.Errorf("line %s; want Service api, FunctionVersion 3, an EMF directive", l)
+			t.Errorf("line %v; want Service api, FunctionVersion 3, an EMF directive", m)
 		}
 		requests += m["Requests"].(float64)
 		serverErrors += m["ServerErrors"].(float64)
 	}
 	if len(lines) != 3 || requests != 3 || serverErrors != 1 {
-		t.Errorf("%d lines, Requests %v, ServerErrors %v; want 3, 3, 1:\n%s", len(lines), requests, serverErrors, metrics.String())
+		t.Errorf("%d lines, Requests %v, ServerErrors %v; want 3, 3, 1: %v", len(lines), requests, serverErrors, lines)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // Every log line of a request carries its request id: the access line,

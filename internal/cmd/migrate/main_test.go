@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
@@ -31,15 +29,7 @@ func TestMigrateBringsAnEmptyDatabaseToTheSchema(t *testing.T) {
 			t.Fatalf("output %q", out.String())
 		}
 	}
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var tables int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_name IN ('users', 'jobs', 'applications', 'outbox')`).Scan(&tables); err != nil || tables != 4 {
-		t.Fatalf("tables after migrate: %d (%v)", tables, err)
-	}
+	pgtest.CheckMigrated(t, u)
 }
 
 func TestMigrateErrors(t *testing.T) {

@@ -97,6 +97,23 @@ func NewEmptyURL(tb testing.TB) string {
 	return u.String()
 }
 
+// CheckMigrated fails tb unless the database at url has the schema's main
+// tables: what a migration of an empty database must leave behind.
+func CheckMigrated(tb testing.TB, url string) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		tb.Fatalf("connect to %s: %v", url, err)
+	}
+	defer conn.Close(ctx)
+	var tables int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_name IN ('users', 'jobs', 'applications', 'outbox')`).Scan(&tables)
+	if err != nil || tables != 4 {
+		tb.Errorf("the schema's main tables: %d of 4 (%v)", tables, err)
+	}
+}
+
 // DB is a test's fresh database: the store over it, and Pool, a raw pool
 // over the same database for what a test does behind the store's back
 // (ageing rows, counting them, injecting states that the store never
