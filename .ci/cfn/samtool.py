@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """samtool: template.yaml through AWS's own tools, offline.
 
+    samtool.py [--template PATH] COMMAND ...
     samtool.py paramsets [--raw]   the parameter sets, as JSON
     samtool.py lint                cfn-lint for every parameter set
     samtool.py translate SET [--param K=V]...   SET's template as SAM translates it (JSON)
@@ -294,9 +295,10 @@ def register_stand_ins():
     """Give moto's CloudFormation a stand-in for each type it lacks.
 
     A stand-in creates nothing: it checks the resource's properties against
-    the type's schema (every required property present, no property the
-    type does not have) and answers Ref with a name and Fn::GetAtt only for
-    the attributes the schema lists. A few keep what moto's own resources
+    the type's schema (every required property present, exactly one of each
+    requiredXor set, the dependentRequired and dependentExcluded pairs
+    respected, no property the type does not have) and answers Ref with a
+    name and Fn::GetAtt only for the attributes the schema lists. A few keep what moto's own resources
     look up: an alias registers itself with moto's Lambda, so that the
     event source mapping and the schedule can find the function behind it.
     Returns the types, and the record of what each stand-in checked.
@@ -355,6 +357,15 @@ def register_stand_ins():
                 unknown = [p for p in props if p not in allowed]
                 if missing or unknown:
                     raise StandInError(f"{logical_id} ({resource_type}): missing required {missing}, unknown {unknown}")
+                xor = schema.get("requiredXor", [])
+                if xor and sum(p in props for p in xor) != 1:
+                    raise StandInError(f"{logical_id} ({resource_type}): want exactly one of {xor}")
+                for p, needs in schema.get("dependentRequired", {}).items():
+                    if p in props and any(n not in props for n in needs):
+                        raise StandInError(f"{logical_id} ({resource_type}): {p} needs {needs}")
+                for p, excludes in schema.get("dependentExcluded", {}).items():
+                    if p in props and any(x in props for x in excludes):
+                        raise StandInError(f"{logical_id} ({resource_type}): {p} excludes {excludes}")
                 checked.append({"LogicalId": logical_id, "Type": resource_type, "Required": required})
                 res = cls(logical_id, resource_name, props, account_id, region_name)
                 if resource_type == "AWS::Lambda::Alias":
@@ -545,12 +556,16 @@ def cmd_rehearse(args):
 
         translated = translate(values, template)
         cfn = client("cloudformation")
-        cfn.create_stack(
-            StackName=STACK,
-            TemplateBody=json.dumps(translated),
-            Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(values.items())],
-            Capabilities=["CAPABILITY_IAM"],
-        )
+        try:
+            cfn.create_stack(
+                StackName=STACK,
+                TemplateBody=json.dumps(translated),
+                Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(values.items())],
+                Capabilities=["CAPABILITY_IAM"],
+            )
+        except Exception as e:  # the server's traceback, above on stderr, says why
+            print(f"rehearse {args.set}: create-stack failed: {e}", file=sys.stderr)
+            raise SystemExit(1)
         stack = cfn.describe_stacks(StackName=STACK)["Stacks"][0]
         # moto lists the resources whose condition is false too, with no
         # logical id; CloudFormation does not create them.
@@ -626,7 +641,9 @@ def policy_json(doc):
 
 
 def main():
+    global TEMPLATE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--template", default=TEMPLATE, help="another template (tests of the tools themselves)")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("paramsets")
     p.add_argument("--raw", action="store_true", help="leave samconfig.toml's placeholders as they are")
@@ -638,6 +655,7 @@ def main():
         p.add_argument("--param", action="append", metavar="KEY=VALUE", help="override one parameter of the set")
         p.set_defaults(fn=fn)
     args = ap.parse_args()
+    TEMPLATE = os.path.abspath(args.template)
     args.fn(args)
 
 

@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -346,5 +348,53 @@ func TestSweeperDropsFailedAsyncInvocations(t *testing.T) {
 	if p["FunctionName"] != refPlaceholder("SweeperFunction") || p["Qualifier"] != "live" ||
 		p["MaximumRetryAttempts"] != 0.0 || p["MaximumEventAgeInSeconds"] != 60.0 {
 		t.Errorf("EventInvokeConfig %v; want the sweeper's alias, no retries, at most 60 s", p)
+	}
+}
+
+// The rehearsal's stand-ins check what they stand in for against the
+// type's schema (cfn-lint's copy of CloudFormation's): a property the type
+// does not have, a required one missing, both of an either-or pair, an
+// attribute it does not have, each fails the create.
+func TestRehearsalStandInsCheckTheSchemas(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, old, new, want string
+	}{
+		{"unknown property",
+			"      Description: HMAC key that signs the API's JWTs (generated; never in the template).\n",
+			"      Description: HMAC key that signs the API's JWTs (generated; never in the template).\n      Rotation: weekly\n",
+			"JwtSecret (AWS::SecretsManager::Secret): missing required [], unknown ['Rotation']"},
+		{"missing required property",
+			"      Queues:\n        - !Ref StatusEventsQueue\n        - !Ref StatusEventsDLQ\n",
+			"",
+			"StatusEventsQueuesPolicy (AWS::SQS::QueuePolicy): missing required ['Queues']"},
+		{"both of an either-or pair",
+			"      AlarmDescription: More than 5 % of the requests to the ApiFunction version being deployed answered 5xx; CodeDeploy rolls back.\n",
+			"      AlarmDescription: More than 5 % of the requests to the ApiFunction version being deployed answered 5xx; CodeDeploy rolls back.\n      MetricName: ServerErrors\n",
+			"ApiNewVersionServerErrorsAlarm (AWS::CloudWatch::Alarm): want exactly one of ['Metrics', 'MetricName']"},
+		{"unknown attribute",
+			"Outputs:\n",
+			"Outputs:\n  JwtSecretName:\n    Value: !GetAtt JwtSecret.SecretName\n",
+			"does not support attribute type SecretName in Fn::GetAtt"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			mutated := strings.Replace(string(data), tt.old, tt.new, 1)
+			if mutated == string(data) {
+				t.Fatalf("%q not found in template.yaml; update this test", tt.old)
+			}
+			path := filepath.Join(t.TempDir(), "template.yaml")
+			if err := os.WriteFile(path, []byte(mutated), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := runSamtool("--template", path, "rehearse", "defaults")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("rehearsal: %v\nwant a failure saying %q", err, tt.want)
+			}
+		})
 	}
 }
