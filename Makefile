@@ -23,13 +23,22 @@ REDOCLY      := REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true .ci/op
 
 WITH_PG := .ci/with-postgres.sh
 
+# AWS's own template tools (cfn-lint, aws-sam-translator, moto), pinned in
+# .ci/cfn/requirements.txt: pytools.sh prints a python that has exactly
+# those versions, the machine's python3 when it does, else a virtual
+# environment it makes once in the tools cache. samtool.py drives them
+# (cfn-lint in `make lint`; the translated-template tests and the moto
+# deploy rehearsal in internal/deploy, which find it at $JOBBOARD_PYTHON).
+PYTOOLS := TOOLS_DIR=$(TOOLS_DIR) .ci/cfn/pytools.sh
+SAMTOOL := .ci/cfn/samtool.py
+
 # Lambda builds: provided.al2023 on arm64, one static bootstrap per function.
 ARTIFACTS_DIR ?= build
 LAMBDA_GOFLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
-.PHONY: dev test lint bench coldstart fuzz migrate build localaws rie invoke poison chaos
-.PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction
+.PHONY: dev test lint pytools bench coldstart fuzz migrate build localaws rie invoke poison chaos
+.PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction build-MigrateFunction build-PreTrafficHookFunction
 
 # `make dev`, `make invoke` and the emulator tests build the functions for
 # this machine with the same flags (those of the Lambda builds, less the
@@ -39,40 +48,45 @@ DEV_BUILD := CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath
 # Where `make dev` describes the running stack for `make invoke` and `make
 # poison` (its URLs, the functions' environment, the demo accounts).
 DEV_STATE  ?= build/dev/stack.json
-# Where `make dev` writes the logs of the API, the worker and the sweeper.
-DEV_LOG    ?= build/dev/dev.log
 INVOKE_DIR ?= build/invoke
 
 ## dev: the whole system on this machine (see internal/devstack): PostgreSQL,
 ## the SQS and SES stand-ins, the API on 127.0.0.1:8080, the worker polling
 ## the queue, the sweeper on a timer, and a seeded demo. Ctrl-C stops it.
-## PORT, SQS_PORT, SES_PORT (0: a free port) and DEV_DATABASE move it; the
-## processes log to DEV_LOG, and the terminal shows the banner.
+## PORT, SQS_PORT, SES_PORT (0: a free port) and DEV_DATABASE move it.
 dev: $(LOCALAWS)
 	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/dev
-	$(WITH_PG) build/dev/dev -bin build/dev -state $(DEV_STATE) -log $(DEV_LOG)
+	$(WITH_PG) build/dev/dev -bin build/dev -state $(DEV_STATE)
 
 ## chaos: the email promise under faults (see internal/chaos): the whole
 ## stack on free ports, thousands of status changes while processes die and
 ## freeze and SQS and SES fail, then a report of lost and duplicated emails.
-## CHAOS_FLAGS passes flags, e.g. CHAOS_FLAGS='-seed 42' or '-short'. Every
-## run keeps its logs in build/chaos/logs/<start time>/, passed or failed.
+## CHAOS_FLAGS passes flags, e.g. CHAOS_FLAGS='-seed 42' or '-short'.
 chaos: $(LOCALAWS)
 	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/chaos
 	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
 
 ## test: lint, then every test with the race detector.
 test: lint $(LOCALAWS) $(AWS_LAMBDA_RIE)
+	JOBBOARD_PYTHON=$$($(PYTOOLS)) && export JOBBOARD_PYTHON && \
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -race -count=1 ./...
 
-## lint: gofmt, go vet, golangci-lint (pinned), and Redocly's recommended
-## rules over the OpenAPI document (errors fail; warnings are printed).
+## lint: gofmt, go vet, golangci-lint (pinned), Redocly's recommended
+## rules over the OpenAPI document (errors fail; warnings are printed), and
+## cfn-lint over template.yaml for the template's defaults and every
+## samconfig.toml environment (any finding fails, informational ones too).
 lint: $(GOLANGCI_LINT) $(OPENAPI_LINT)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go') 2>&1); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
 	$(REDOCLY) lint --config .ci/openapi/redocly.yaml --format=summary internal/httpapi/openapi.json
+	py=$$($(PYTOOLS)) && $$py $(SAMTOOL) lint
+
+## pytools: print the python with the pinned template tools (installing them
+## into the tools cache when the machine's python3 lacks them).
+pytools:
+	@$(PYTOOLS)
 
 $(OPENAPI_LINT): .ci/openapi/package.json .ci/openapi/package-lock.json
 	npm ci --prefix .ci/openapi --no-audit --no-fund --loglevel=error
@@ -133,7 +147,8 @@ poison:
 	$(INVOKE_DIR)/devloop poison -state $(DEV_STATE)
 
 ## migrate: apply the schema migrations to the database at DATABASE_URL (or
-## DATABASE_SECRET_ARN's); see internal/cmd/migrate.
+## DATABASE_SECRET_ARN's); see internal/cmd/migrate. Deploys migrate by
+## themselves (MigrateFunction, run by the PreTraffic hook).
 migrate:
 	$(GO) run ./internal/cmd/migrate
 
@@ -147,10 +162,12 @@ build:
 	$(MAKE) build-ApiFunction ARTIFACTS_DIR=build/api
 	$(MAKE) build-WorkerFunction ARTIFACTS_DIR=build/worker
 	$(MAKE) build-SweeperFunction ARTIFACTS_DIR=build/sweeper
+	$(MAKE) build-MigrateFunction ARTIFACTS_DIR=build/migrate
+	$(MAKE) build-PreTrafficHookFunction ARTIFACTS_DIR=build/pretraffichook
 
 # The RDS CA bundle, when it is in the project, ships beside each bootstrap
 # (/var/task/rds-global-bundle.pem on Lambda) for DatabaseSslRootCert; see
-# docs/deploying.md, "Verified TLS".
+# docs/deploying.md, "Before the first deploy".
 RDS_CA_BUNDLE := certs/rds-global-bundle.pem
 COPY_CA_BUNDLE = $(if $(wildcard $(RDS_CA_BUNDLE)),cp $(RDS_CA_BUNDLE) $(ARTIFACTS_DIR)/)
 
@@ -165,4 +182,10 @@ build-WorkerFunction:
 	$(COPY_CA_BUNDLE)
 build-SweeperFunction:
 	$(LAMBDA_BUILD) ./functions/sweeper
+	$(COPY_CA_BUNDLE)
+build-MigrateFunction:
+	$(LAMBDA_BUILD) ./functions/migrate
+	$(COPY_CA_BUNDLE)
+build-PreTrafficHookFunction:
+	$(LAMBDA_BUILD) ./functions/pretraffichook
 	$(COPY_CA_BUNDLE)

@@ -225,14 +225,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	if cfg.Lambda {
-		return runLambda(ctx, cfg, logger)
+		return runLambda(ctx, cfg, logger, stdout)
 	}
 	return serveLocal(ctx, cfg, logger)
 }
 
 // newHandler opens the database and wires the API handler, with the event
-// relay when one is configured. close releases the database.
-func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOptions ...func(*pgxpool.Config)) (h http.Handler, closeDB func(), err error) {
+// relay when one is configured; metrics, when not nil, gets a metric line
+// per request. close releases the database.
+func newHandler(ctx context.Context, cfg config, logger *slog.Logger, metrics io.Writer, poolOptions ...func(*pgxpool.Config)) (h http.Handler, closeDB func(), err error) {
 	if cfg.dbCredentials != nil {
 		poolOptions = append(poolOptions, postgres.WithCredentials(cfg.dbCredentials))
 	}
@@ -258,6 +259,8 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 		PublicMaxAge:         cfg.publicMaxAge,
 		StaleWhileRevalidate: cfg.staleWhileRevalidate,
 		CORSAllowedOrigins:   cfg.corsOrigins,
+		Metrics:              metrics,
+		FunctionVersion:      cfg.Version,
 	})
 	return h, db.Close, nil
 }
@@ -279,22 +282,23 @@ func gatewayRequestID(r *http.Request) string {
 	return gw.RequestID
 }
 
-// runLambda serves API Gateway HTTP API (payload v2) events. lambda.Start
-// does not return.
-func runLambda(ctx context.Context, cfg config, logger *slog.Logger) error {
-	h, closeDB, err := newHandler(ctx, cfg, logger, lambdaPool)
+// runLambda serves API Gateway HTTP API (payload v2) events, each with a
+// deadline answerMargin before the invocation's, and writes a metric line
+// per request to stdout (the log stream). lambda.Start does not return.
+func runLambda(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) error {
+	h, closeDB, err := newHandler(ctx, cfg, logger, stdout, lambdaPool)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	lambda.StartWithOptions(httpadapter.NewV2(h).ProxyWithContext, lambda.WithContext(ctx))
+	lambda.StartWithOptions(httpadapter.NewV2(withAnswerMargin(h, answerMargin)).ProxyWithContext, lambda.WithContext(ctx))
 	return nil
 }
 
 // serveLocal serves HTTP on 127.0.0.1:PORT until ctx ends (main ends it on
 // SIGINT or SIGTERM), then drains in-flight requests.
 func serveLocal(ctx context.Context, cfg config, logger *slog.Logger) error {
-	h, closeDB, err := newHandler(ctx, cfg, logger)
+	h, closeDB, err := newHandler(ctx, cfg, logger, nil)
 	if err != nil {
 		return err
 	}

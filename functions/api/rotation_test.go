@@ -79,7 +79,7 @@ func TestRotatedDatabasePasswordReachesAWarmSandbox(t *testing.T) {
 	alwaysPing := func(c *pgxpool.Config) {
 		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
 	}
-	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), lambdaPool, alwaysPing)
+	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), nil, lambdaPool, alwaysPing)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -218,6 +218,9 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		Retention:   s.retention,
 		Logger:      logger,
 		Metrics:     stdout,
+		// The metric line's version dimension, for the deploy's rollback
+		// alarms; empty outside Lambda.
+		FunctionVersion: s.Version,
 
 		VerifyEmailURL: s.verifyEmailURL,
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/jobboard/jobboard/internal/deployhook"
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
@@ -194,6 +195,18 @@ func TestSweeperSampleEvent(t *testing.T) {
 	if e.DetailType != "Scheduled Event" || e.Source != "aws.events" || e.Time.IsZero() || len(e.Resources) != 1 ||
 		!strings.HasPrefix(e.Resources[0], "arn:aws:events:"+e.Region+":"+e.AccountID+":rule/") || string(e.Detail) != "{}" {
 		t.Errorf("sweeper-schedule.json = %+v; want an EventBridge Scheduled Event from a rule", e)
+	}
+}
+
+// What CodeDeploy sends a PreTraffic hook: the deployment and the hook
+// execution to report on (make invoke with it reports to CodeDeploy, so
+// it needs AWS_ENDPOINT_URL_CODEDEPLOY pointed at a stand-in).
+func TestDeployHookSampleEvent(t *testing.T) {
+	t.Parallel()
+	var e deployhook.Event
+	decodeStrict(t, filepath.Join(eventsDir, "codedeploy-pretraffic.json"), &e)
+	if !strings.HasPrefix(e.DeploymentID, "d-") || e.LifecycleEventHookExecutionID == "" {
+		t.Errorf("codedeploy-pretraffic.json = %+v; want a deployment id and a hook execution id", e)
 	}
 }
 

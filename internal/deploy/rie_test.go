@@ -272,6 +272,8 @@ func localEnv(t testing.TB, candidateDomain string) (map[string]string, localaws
 		"AWS_SECRET_ACCESS_KEY":       "test",
 		"AWS_REGION":                  localaws.Region,
 		"AWS_LAMBDA_FUNCTION_TIMEOUT": "30",
+		// As Lambda sets it behind the alias: the metric lines carry it.
+		"AWS_LAMBDA_FUNCTION_VERSION": "7",
 	}, q
 }
 
@@ -284,6 +286,7 @@ func TestFunctionsUnderTheLambdaEmulator(t *testing.T) {
 	rie := rieBinary(t)
 	bins := buildBootstraps(t, tpl)
 	t.Run("sample events", func(t *testing.T) { testSampleEvents(t, rie, bins) })
+	t.Run("deploy hook", func(t *testing.T) { testDeployHook(t, rie, bins) })
 }
 
 // testSampleEvents: each sample event of events/ gets the right answer: the
@@ -452,6 +455,10 @@ func testSampleEvents(t *testing.T, rie string, bins map[string]string) {
 		t.Errorf("sweeper: response %s (%v); want a report without failures", body, err)
 	}
 	t.Logf("sweeper report: %s", body)
+
+	// Every metric a rollback alarm reads by version is written by version.
+	checkVersionedMetrics(t, "api", "7", emfLines(t, api.output.String()))
+	checkVersionedMetrics(t, "worker", "7", emfLines(t, worker.output.String()))
 }
 
 // verificationTokenPattern finds the token of the verification link in an

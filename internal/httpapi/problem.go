@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -142,7 +143,10 @@ func problemFor(err error) (problem, bool) {
 		p := newProblem(http.StatusBadRequest, kindBadRequest, "The query string has invalid parameters.")
 		p.Errors = []jobboard.FieldError{{Field: "q", Detail: "needs a word to search for: words after - only exclude, and cannot be searched alone"}}
 		return p, false
-	case errors.Is(err, jobboard.ErrTimeout):
+	case errors.Is(err, jobboard.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		// The database's statement timeout, or the request's own deadline
+		// (in Lambda, set before the function's timeout so that the API
+		// answers instead of being cut off).
 		return newProblem(http.StatusServiceUnavailable, kindQueryTimeout,
 			"The request took too long to answer and was stopped; try again later, or narrow the search."), false
 	case errors.As(err, &tooLarge):

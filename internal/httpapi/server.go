@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -71,6 +72,16 @@ type Config struct {
 	// CORSAllowedOrigins lists the origins whose browsers may call the API
 	// (see ParseAllowedOrigins). Empty: no CORS header fields at all.
 	CORSAllowedOrigins []string
+	// Metrics, when set, receives one CloudWatch Embedded Metric Format
+	// line per request (Requests 1, ServerErrors 1 for a 5xx answer, else
+	// 0), by FunctionVersion too: what a deploy's rollback alarm reads to
+	// see the failures of the version being deployed, which answers them
+	// itself (a recovered panic is a 500, not a Lambda error). In Lambda it
+	// is stdout. Nil: no metric lines.
+	Metrics io.Writer
+	// FunctionVersion is the Lambda function version serving (see
+	// Metrics); empty outside Lambda.
+	FunctionVersion string
 }
 
 // relayTimeout bounds the fast-path publish of a status event. It runs
@@ -101,6 +112,8 @@ type server struct {
 	idempotency  jobboard.IdempotencyStore
 	publicCache  string // Cache-Control of anonymous public reads
 	corsOrigins  []string
+	metrics      io.Writer // nil: none
+	version      string
 
 	// verificationPolicy bounds the verification emails.
 	verificationPolicy jobboard.VerificationPolicy
@@ -160,6 +173,8 @@ func newServer(cfg Config) *server {
 		idempotency:  cfg.Idempotency,
 		publicCache:  publicCacheControl(cfg.PublicMaxAge, cfg.StaleWhileRevalidate),
 		corsOrigins:  cfg.CORSAllowedOrigins,
+		metrics:      cfg.Metrics,
+		version:      cfg.FunctionVersion,
 
 		verificationPolicy: cfg.VerificationPolicy,
 	}
@@ -195,6 +210,8 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		log.ErrorContext(ctx, "request failed", slog.Any("err", err))
 	case errors.Is(err, jobboard.ErrTimeout):
 		log.WarnContext(ctx, "statement timeout", slog.Any("err", err))
+	case errors.Is(err, context.DeadlineExceeded):
+		log.WarnContext(ctx, "request deadline reached", slog.Any("err", err))
 	}
 	s.writeProblem(w, r, p, err)
 }

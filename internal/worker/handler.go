@@ -80,6 +80,11 @@ type Config struct {
 	// Metrics receives one CloudWatch Embedded Metric Format line per batch;
 	// in Lambda it is stdout, like the logs. Default: discard.
 	Metrics io.Writer
+	// FunctionVersion is the Lambda function version that runs the handler
+	// (function.Settings.Version): the metric line carries it as a
+	// dimension, so that a deploy's rollback alarms watch the new version
+	// alone. Empty outside Lambda.
+	FunctionVersion string
 	// StartMargin, SendMargin and LeaseMargin bound the work against the
 	// Lambda deadline; zero means their defaults.
 	StartMargin time.Duration
@@ -219,7 +224,7 @@ func (h *Handler) Handle(ctx context.Context, batch events.SQSEvent) (events.SQS
 			storeError = r.res.storeErr
 		}
 	}
-	writeMetrics(h.c.Metrics, h.c.Now(), recs)
+	writeMetrics(h.c.Metrics, h.c.FunctionVersion, h.c.Now(), recs)
 	if answered == 0 && storeError != nil {
 		return events.SQSEventResponse{}, fmt.Errorf("no record of the batch could be processed: %w", storeError)
 	}
