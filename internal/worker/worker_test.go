@@ -641,7 +641,9 @@ func TestDatabaseDownFailsTheBatch(t *testing.T) {
 	}
 	gone.Close()
 	m := &workertest.FlakyMailer{Next: e.Sender}
-	h := e.Handler(t, m, func(c *worker.Config) { c.Store = gone })
+	// One record at a time, in batch order: the malformed record is handled
+	// before the store error stops the batch, so the metric line has both.
+	h := e.Handler(t, m, func(c *worker.Config) { c.Store = gone; c.Concurrency = 1 })
 
 	_, err = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
 		record("not JSON"), record(workertest.Body(t, app.Event()))}})
