@@ -23,7 +23,9 @@ AWS_LAMBDA_RIE         := $(TOOLS_DIR)/aws-lambda-rie-$(AWS_LAMBDA_RIE_VERSION)
 # The npm stand-ins for SQS and SES (see .ci/localaws/package.json).
 LOCALAWS := .ci/localaws/node_modules/.package-lock.json
 
-# Redocly CLI, the OpenAPI linter, pinned in .ci/openapi (package.json, lock).
+# Redocly CLI, the OpenAPI linter, and Stoplight Prism, the validating proxy
+# that the contract tests run every response past (internal/httpapi/
+# openapitest), pinned in .ci/openapi (package.json, lock).
 OPENAPI_LINT := .ci/openapi/node_modules/.package-lock.json
 REDOCLY      := REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true .ci/openapi/node_modules/.bin/redocly
 
