@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -282,23 +281,10 @@ func TestLoginBackoffHoldsUnderParallelAttempts(t *testing.T) {
 	u := a.register(jobboard.RoleCandidate)
 	const parallel = 24
 	for i, email := range []string{u.Email, "nobody@example.com"} {
-		statuses := make(chan int, parallel)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
 		client := fmt.Sprintf("198.51.100.%d", i+1) // each burst from its own client, whose own limit is looser
-		for range parallel {
-			wg.Go(func() {
-				<-start
-				statuses <- a.do("POST", "/v1/auth/login", map[string]any{"email": email, "password": "wrong password"}, from(client)).Status
-			})
-		}
-		close(start)
-		wg.Wait()
-		close(statuses)
-		counts := map[int]int{}
-		for s := range statuses {
-			counts[s]++
-		}
+		counts := statusCounts(parallel, func(int) response {
+			return a.do("POST", "/v1/auth/login", map[string]any{"email": email, "password": "wrong password"}, from(client))
+		})
 		if counts[http.StatusUnauthorized] != loginFreeAttempts || counts[http.StatusTooManyRequests] != parallel-loginFreeAttempts {
 			t.Errorf("%s: %d parallel wrong passwords answered %v; want %d × 401 and the rest 429",
 				email, parallel, counts, loginFreeAttempts)
