@@ -94,9 +94,9 @@ func notKeyRune(r rune) bool {
 //     see fingerprint.go), else refused (422).
 //  3. Otherwise the handler runs against a recorder, with a context in
 //     which the stores' writes share one transaction, begun at the first
-//     write: decoding, validation and the password hash of a registration
-//     hold no transaction. A concurrent request holding the key makes that
-//     first write fail: 409 (or a replay, if it has finished meanwhile).
+//     write: decoding and validation hold no transaction. A concurrent
+//     request holding the key makes that first write fail: 409 (or a
+//     replay, if it has finished meanwhile).
 //  4. A success (2xx) is stored and committed with the writes, then the
 //     work waiting for the commit (the event relay) runs, then the client
 //     gets the answer. An error rolls everything back and stores nothing:

@@ -40,7 +40,7 @@ func statusCounts(n int, send func(i int) response) map[int]int {
 // the owner's address into a forwarded-for header changes nothing.
 func TestStrangerCannotLockTheOwnerOut(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t)
+	a, _ := newClockedAPI(t) // the blocks stay as the counts set them, however slow the machine
 	owner := a.register(jobboard.RoleCandidate)
 	const (
 		stranger   = "198.51.100.23"
@@ -97,7 +97,7 @@ func TestStrangerCannotLockTheOwnerOut(t *testing.T) {
 // shared limit, see docs/security.md).
 func TestSprayingFromOneClientIsLimited(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t)
+	a, _ := newClockedAPI(t) // the blocks stay as the counts set them, however slow the machine
 	var accounts []user
 	for range 5 {
 		accounts = append(accounts, a.register(jobboard.RoleCandidate))
@@ -129,7 +129,7 @@ func TestSprayingFromOneClientIsLimited(t *testing.T) {
 // success takes its own attempt back.
 func TestSuccessesFromOneClientDoNotBlockIt(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t)
+	a, _ := newClockedAPI(t) // the blocks stay as the counts set them, however slow the machine
 	u := a.register(jobboard.RoleEmployer)
 	const office = "192.0.2.200"
 	for i := range 3 * jobboard.DefaultClientPolicy.FreeAttempts {
@@ -146,7 +146,7 @@ func TestSuccessesFromOneClientDoNotBlockIt(t *testing.T) {
 // other clients are not affected.
 func TestVerifyEmailIsLimitedPerClient(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t)
+	a, _ := newClockedAPI(t) // the blocks stay as the counts set them, however slow the machine
 	u := a.register(jobboard.RoleCandidate)
 	token := a.verificationToken(u)
 	const client = "192.0.2.77"
