@@ -3,6 +3,12 @@
 SHELL := bash
 GO    ?= go
 
+# The Go toolchain of go.mod's toolchain line, for every go command make runs
+# (the Lambda builds, the tests, the linters): the go command downloads it
+# through the module proxy once, whatever Go the machine has.
+GO_TOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
+export GOTOOLCHAIN := $(GO_TOOLCHAIN)
+
 # Tools are pinned and built once per machine, outside the clone, so CI's
 # fresh clones reuse them.
 TOOLS_DIR             ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/jobboard-tools
@@ -17,7 +23,9 @@ AWS_LAMBDA_RIE         := $(TOOLS_DIR)/aws-lambda-rie-$(AWS_LAMBDA_RIE_VERSION)
 # The npm stand-ins for SQS and SES (see .ci/localaws/package.json).
 LOCALAWS := .ci/localaws/node_modules/.package-lock.json
 
-# Redocly CLI, the OpenAPI linter, pinned in .ci/openapi (package.json, lock).
+# Redocly CLI, the OpenAPI linter, and Stoplight Prism, the validating proxy
+# that the contract tests run every response past (internal/httpapi/
+# openapitest), pinned in .ci/openapi (package.json, lock).
 OPENAPI_LINT := .ci/openapi/node_modules/.package-lock.json
 REDOCLY      := REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true .ci/openapi/node_modules/.bin/redocly
 
@@ -32,12 +40,21 @@ WITH_PG := .ci/with-postgres.sh
 PYTOOLS := TOOLS_DIR=$(TOOLS_DIR) .ci/cfn/pytools.sh
 SAMTOOL := .ci/cfn/samtool.py
 
+# govulncheck, pinned, and the vulnerability database it falls back on when
+# the public one cannot be reached: built from a pinned golang.org/x/vulndb
+# module (its OSV files, indexed by the module's own cmd/indexdb). See
+# docs/security.md, "Known vulnerabilities".
+GOVULNCHECK_VERSION := v1.9.0
+GOVULNCHECK         := $(TOOLS_DIR)/govulncheck-$(GOVULNCHECK_VERSION)
+VULNDB_VERSION      := v0.0.0-20261105234957-e22db6528018
+VULNDB              := $(TOOLS_DIR)/vulndb-$(VULNDB_VERSION)
+
 # Lambda builds: provided.al2023 on arm64, one static bootstrap per function.
 ARTIFACTS_DIR ?= build
-LAMBDA_GOFLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
+LAMBDA_GOFLAGS := GOTOOLCHAIN=$(GO_TOOLCHAIN) CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
-.PHONY: dev test lint pytools bench coldstart fuzz migrate build localaws rie invoke poison chaos
+.PHONY: dev test lint pytools bench coldstart fuzz migrate build localaws rie invoke poison chaos vuln vuln-pinned
 .PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction build-MigrateFunction build-PreTrafficHookFunction
 
 # `make dev`, `make invoke` and the emulator tests build the functions for
@@ -66,10 +83,38 @@ chaos: $(LOCALAWS)
 	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/chaos
 	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
 
-## test: lint, then every test with the race detector.
-test: lint $(LOCALAWS) $(AWS_LAMBDA_RIE)
+## test: lint, govulncheck against the pinned vulnerability database (the
+## same verdict for the same commit on any day; `make vuln` asks the live
+## one), then every test with the race detector.
+test: lint vuln-pinned $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	JOBBOARD_PYTHON=$$($(PYTOOLS)) && export JOBBOARD_PYTHON && \
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -race -count=1 ./...
+
+## vuln: govulncheck over every package against the public vulnerability
+## database, or the pinned one when the public one cannot be reached; fails
+## on a vulnerability the code calls. Run it daily and before each deploy.
+vuln: $(GOVULNCHECK) $(VULNDB)
+	.ci/vuln $(GOVULNCHECK) $(VULNDB)
+
+## vuln-pinned: the same against the pinned database only (make test).
+vuln-pinned: $(GOVULNCHECK) $(VULNDB)
+	.ci/vuln -pinned $(GOVULNCHECK) $(VULNDB)
+
+$(GOVULNCHECK):
+	mkdir -p $(TOOLS_DIR)/tmp
+	GOBIN=$(TOOLS_DIR)/tmp $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	mv $(TOOLS_DIR)/tmp/govulncheck $@
+
+# The database: the module's OSV files indexed into the layout govulncheck
+# reads with -db file://DIR. Built in a temporary folder, then moved, so that
+# an interrupted build is not taken for a database.
+$(VULNDB):
+	mkdir -p $(TOOLS_DIR)/tmp
+	GOBIN=$(TOOLS_DIR)/tmp $(GO) install golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION)
+	cd $(TOOLS_DIR) && $(GO) mod download golang.org/x/vulndb@$(VULNDB_VERSION)
+	rm -rf $@.tmp
+	$(TOOLS_DIR)/tmp/indexdb -vulns "$$($(GO) env GOMODCACHE)/golang.org/x/vulndb@$(VULNDB_VERSION)/data/osv" -out $@.tmp
+	mv $@.tmp $@
 
 ## lint: gofmt, go vet, golangci-lint (pinned), Redocly's recommended
 ## rules over the OpenAPI document (errors fail; warnings are printed), and

@@ -2,6 +2,11 @@ module github.com/jobboard/jobboard
 
 go 1.26.0
 
+// The toolchain every make target builds and tests with (the Makefile
+// exports it as GOTOOLCHAIN): the newest patch release, so that no fixed
+// standard-library vulnerability ships (make vuln).
+toolchain go1.26.11
+
 require (
 	github.com/aws/aws-lambda-go v1.55.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0

@@ -17,7 +17,9 @@
 // CORS_ALLOWED_ORIGINS (comma-separated origins whose browsers may call the
 // API; empty: no CORS); CACHE_MAX_AGE and CACHE_STALE_WHILE_REVALIDATE
 // (durations such as 30s: the Cache-Control of anonymous job searches, jobs
-// and companies).
+// and companies); PASSWORD_HASH_CONCURRENCY (how many argon2id hashes may
+// run at once; default: one per core, fewer if a quarter of the memory
+// cannot hold them).
 package main
 
 import (
@@ -93,6 +95,8 @@ type config struct {
 	// settings of httpapi.Config of the same names.
 	corsOrigins                        []string
 	publicMaxAge, staleWhileRevalidate time.Duration
+	// passwordHashes is httpapi.Config.PasswordHashes.
+	passwordHashes int
 }
 
 // loadConfig reads the plain settings; the secrets come from
@@ -127,6 +131,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, err
 	}
 	if c.staleWhileRevalidate, err = cacheDuration("CACHE_STALE_WHILE_REVALIDATE", getenv("CACHE_STALE_WHILE_REVALIDATE")); err != nil {
+		return c, err
+	}
+	if c.passwordHashes, err = passwordHashes(getenv); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -256,6 +263,8 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, metrics io
 		TokenKeys:    cfg.tokenKeys,
 
 		Idempotency:          db,
+		ClientAddress:        gatewaySourceIP,
+		PasswordHashes:       cfg.passwordHashes,
 		PublicMaxAge:         cfg.publicMaxAge,
 		StaleWhileRevalidate: cfg.staleWhileRevalidate,
 		CORSAllowedOrigins:   cfg.corsOrigins,
@@ -280,6 +289,15 @@ func lambdaPool(c *pgxpool.Config) {
 func gatewayRequestID(r *http.Request) string {
 	gw, _ := core.GetAPIGatewayV2ContextFromContext(r.Context())
 	return gw.RequestID
+}
+
+// gatewaySourceIP is the client address API Gateway saw (the request
+// context's sourceIp) of a request that came through the Lambda proxy
+// adapter, or "" (served locally: the connection's address counts). Never
+// a forwarded-for header, which the client writes.
+func gatewaySourceIP(r *http.Request) string {
+	gw, _ := core.GetAPIGatewayV2ContextFromContext(r.Context())
+	return gw.HTTP.SourceIP
 }
 
 // runLambda serves API Gateway HTTP API (payload v2) events, each with a

@@ -49,6 +49,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad CORS origin", []string{"api"}, map[string]string{"DATABASE_URL": url, "CORS_ALLOWED_ORIGINS": "http://localhost:5173,localhost:3000"}, "CORS_ALLOWED_ORIGINS"},
 		{"bad cache max age", []string{"api"}, map[string]string{"DATABASE_URL": url, "CACHE_MAX_AGE": "30"}, "CACHE_MAX_AGE"},
 		{"tiny stale-while-revalidate", []string{"api"}, map[string]string{"DATABASE_URL": url, "CACHE_STALE_WHILE_REVALIDATE": "10ms"}, "CACHE_STALE_WHILE_REVALIDATE"},
+		{"zero password hashes", []string{"api"}, map[string]string{"DATABASE_URL": url, "PASSWORD_HASH_CONCURRENCY": "0"}, "PASSWORD_HASH_CONCURRENCY"},
+		{"bad password hashes", []string{"api"}, map[string]string{"DATABASE_URL": url, "PASSWORD_HASH_CONCURRENCY": "many"}, "PASSWORD_HASH_CONCURRENCY"},
 		{"unknown command", []string{"api", "serve"}, map[string]string{"DATABASE_URL": url}, "unknown command"},
 		{"migrate is its own command", []string{"api", "migrate"}, map[string]string{"DATABASE_URL": url}, "make migrate"},
 		{"unreachable database", []string{"api"}, map[string]string{"DATABASE_URL": url, "JWT_SECRET": strings.Repeat("k", 32)}, "connect"},

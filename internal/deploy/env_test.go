@@ -26,6 +26,7 @@ var localOnly = map[string]string{
 	function.EnvLambdaRuntimeAPI:          "set by Lambda; tells a main that it runs inside Lambda",
 	"AWS_LAMBDA_FUNCTION_NAME":            "set by Lambda",
 	function.EnvFunctionVersion:           "set by Lambda: the version a sandbox runs, a dimension of the metrics",
+	"AWS_LAMBDA_FUNCTION_MEMORY_SIZE":     "set by Lambda (the function's memory, in MB)",
 	"AWS_REGION":                          "set by Lambda",
 	"AWS_DEFAULT_REGION":                  "set by Lambda",
 	"AWS_ACCESS_KEY_ID":                   "set by Lambda (the execution role's credentials)",
@@ -39,6 +40,9 @@ var localOnly = map[string]string{
 
 // localOnlyFor are local-only variables of one function.
 var localOnlyFor = map[string]map[string]string{
+	"ApiFunction": {
+		"PASSWORD_HASH_CONCURRENCY": "optional: a Lambda sandbox serves one request at a time, so it hashes one password at a time whatever the setting; the default follows the memory Lambda gives",
+	},
 	"WorkerFunction": {
 		"STATUS_EVENTS_QUEUE_URL":  "the local poller of `make dev`; on AWS the SQS event source mapping polls",
 		"LOCAL_INVOCATION_TIMEOUT": "the local poller's deadline, shortened by `make chaos`; on AWS the function's Timeout",

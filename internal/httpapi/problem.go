@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
@@ -34,6 +36,7 @@ const (
 	kindTooManyAttempts      = "too-many-attempts"
 	kindIdempotencyKeyInUse  = "idempotency-key-in-use"
 	kindIdempotencyKeyReused = "idempotency-key-reused"
+	kindBusy                 = "busy"
 
 	kindAlreadyVerified          = "already-verified"
 	kindInvalidVerificationToken = "invalid-verification-token"
@@ -52,6 +55,41 @@ type problem struct {
 	Instance  string                `json:"instance,omitempty"`
 	Errors    []jobboard.FieldError `json:"errors,omitempty"`
 	RequestID string                `json:"request_id,omitempty"`
+
+	// MoreErrors counts the errors left out of Errors (see capEchoes).
+	MoreErrors int `json:"more_errors,omitempty"`
+}
+
+// Bounds on what a problem echoes of the caller's input, so that an answer
+// is never much larger than the request that caused it (7,000 unknown query
+// parameters once made a 436 KiB answer to a 48 KB request): at most
+// maxEchoedErrors field errors, each naming at most maxEchoedNameLen bytes
+// of the field, then a count of the rest. Eight is more than any input of
+// the API can have invalid at once (a job has seven fields).
+const (
+	maxEchoedErrors  = 8
+	maxEchoedNameLen = 64
+)
+
+// capEchoes applies the bounds to p.Errors: the first maxEchoedErrors,
+// each field name cut to maxEchoedNameLen bytes (at a rune boundary, "…"
+// added), and the number of the others in MoreErrors.
+func (p *problem) capEchoes() {
+	if len(p.Errors) > maxEchoedErrors {
+		p.MoreErrors = len(p.Errors) - maxEchoedErrors
+		p.Errors = p.Errors[:maxEchoedErrors]
+	}
+	p.Errors = slices.Clone(p.Errors) // the error's own list stays as it was
+	for i, f := range p.Errors {
+		if len(f.Field) <= maxEchoedNameLen {
+			continue
+		}
+		cut := maxEchoedNameLen
+		for cut > 0 && !utf8.RuneStart(f.Field[cut]) {
+			cut--
+		}
+		p.Errors[i].Field = f.Field[:cut] + "…"
+	}
 }
 
 // requestError is a request the API cannot read: malformed JSON, an unknown
@@ -131,11 +169,14 @@ func problemFor(err error) (problem, bool) {
 		te       *jobboard.TransitionError
 		blocked  *jobboard.BlockedError
 		vt       *jobboard.VerificationThrottledError
+		busy     *busyError
 	)
 	switch {
 	case errors.As(err, &blocked):
 		return newProblem(http.StatusTooManyRequests, kindTooManyAttempts,
-			"Too many failed logins for this account; wait for the time given in Retry-After."), false
+			"Too many failed attempts from your network; wait for the time given in Retry-After."), false
+	case errors.As(err, &busy):
+		return busyProblem(), false
 	case errors.As(err, &vt):
 		return newProblem(http.StatusTooManyRequests, kindTooManyVerification,
 			"A verification email was sent to this address recently; wait for the time given in Retry-After."), false

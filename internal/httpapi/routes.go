@@ -13,7 +13,7 @@ func (s *server) addRoutes() {
 	s.add("GET /readyz", s.readyz)
 	s.add("GET /v1/openapi.json", serveOpenAPI)
 
-	s.addKeyed("POST /v1/auth/register", keysAnonymousSession, s.register)
+	s.addKeyed("POST /v1/auth/register", keysIgnored, s.register)
 	s.addKeyed("POST /v1/auth/login", keysIgnored, s.login)
 	s.add("POST /v1/auth/verify-email", s.verifyEmail)
 	s.add("POST /v1/auth/resend-verification", s.resendVerification)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -51,12 +52,30 @@ type Config struct {
 	// Password sets the argon2id cost of new password hashes. Zero:
 	// DefaultPasswordParams. Tests use cheaper ones.
 	Password PasswordParams
-	// Logins counts failed logins per account and blocks an account that
-	// fails too often (answering 429 with Retry-After). Nil: no backoff.
+	// PasswordHashes bounds the argon2id computations running at once
+	// (registrations, logins). Zero: PasswordHashConcurrency of the cores,
+	// with the memory unknown (functions/api passes what it knows).
+	PasswordHashes int
+	// PasswordHashWait is how long a request waits for a free slot before
+	// it answers 503 with Retry-After. Zero: DefaultPasswordHashWait.
+	PasswordHashWait time.Duration
+	// Logins counts failed attempts and blocks what fails too often
+	// (answering 429 with Retry-After): logins to one account from one
+	// client, and one client's credential attempts across accounts (logins,
+	// registrations of taken addresses, email verifications). Nil: no
+	// backoff.
 	Logins jobboard.LoginThrottle
-	// LoginPolicy says when and for how long. Zero:
-	// jobboard.DefaultLoginPolicy.
+	// LoginPolicy says when and for how long an account is blocked for one
+	// client. Zero: jobboard.DefaultLoginPolicy.
 	LoginPolicy jobboard.LoginPolicy
+	// ClientPolicy says when and for how long a client is blocked across
+	// accounts. Zero: jobboard.DefaultClientPolicy.
+	ClientPolicy jobboard.LoginPolicy
+	// ClientAddress gives the address of the client that sent a request,
+	// as the network saw it: functions/api gives API Gateway's sourceIp.
+	// Nil, or "": the connection's remote address. A forwarded-for header
+	// is never read: any client can write one.
+	ClientAddress func(*http.Request) string
 	// VerificationPolicy bounds the verification emails per account and
 	// per address. Zero: jobboard.DefaultVerificationPolicy.
 	VerificationPolicy jobboard.VerificationPolicy
@@ -104,8 +123,14 @@ type server struct {
 	requestID    func(*http.Request) string
 	tokens       tokenIssuer
 	passwords    passwordHasher
+	hashing      hashLimiter
 	logins       jobboard.LoginThrottle
 	loginPolicy  jobboard.LoginPolicy
+	clientPolicy jobboard.LoginPolicy
+	// clientAddress is Config.ClientAddress.
+	clientAddress func(*http.Request) string
+	// fingerprints keys the fingerprints of Idempotency-Key requests.
+	fingerprints *fingerprinter
 	now          func() time.Time
 	mux          *http.ServeMux
 	patterns     []string // registered routes, for tests
@@ -143,8 +168,17 @@ func newServer(cfg Config) *server {
 	if cfg.Password == (PasswordParams{}) {
 		cfg.Password = DefaultPasswordParams
 	}
+	if cfg.PasswordHashes <= 0 {
+		cfg.PasswordHashes = PasswordHashConcurrency(runtime.GOMAXPROCS(0), 0, cfg.Password)
+	}
+	if cfg.PasswordHashWait <= 0 {
+		cfg.PasswordHashWait = DefaultPasswordHashWait
+	}
 	if cfg.LoginPolicy == (jobboard.LoginPolicy{}) {
 		cfg.LoginPolicy = jobboard.DefaultLoginPolicy
+	}
+	if cfg.ClientPolicy == (jobboard.LoginPolicy{}) {
+		cfg.ClientPolicy = jobboard.DefaultClientPolicy
 	}
 	if cfg.PublicMaxAge <= 0 {
 		cfg.PublicMaxAge = DefaultPublicMaxAge
@@ -166,8 +200,11 @@ func newServer(cfg Config) *server {
 		requestID:    cfg.RequestID,
 		tokens:       tokenIssuer{keys: cfg.TokenKeys, ttl: cfg.TokenTTL, now: cfg.Now},
 		passwords:    newPasswordHasher(cfg.Password),
+		hashing:      newHashLimiter(cfg.PasswordHashes, cfg.PasswordHashWait),
 		logins:       cfg.Logins,
 		loginPolicy:  cfg.LoginPolicy,
+		clientPolicy: cfg.ClientPolicy,
+		fingerprints: newFingerprinter(cfg.TokenKeys),
 		now:          cfg.Now,
 		mux:          http.NewServeMux(),
 		idempotency:  cfg.Idempotency,
@@ -176,6 +213,7 @@ func newServer(cfg Config) *server {
 		metrics:      cfg.Metrics,
 		version:      cfg.FunctionVersion,
 
+		clientAddress:      cfg.ClientAddress,
 		verificationPolicy: cfg.VerificationPolicy,
 	}
 	s.addRoutes()
@@ -218,12 +256,14 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeProblem writes p, with the request's path and id, the
 // WWW-Authenticate challenge that a 401 requires, and the Retry-After of a
-// 429.
+// 429 or of a 503 that says when to retry. Its errors echo at most
+// maxEchoedErrors of the caller's names (see capEchoes).
 func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem, err error) {
 	ctx := r.Context()
 	p.Instance = r.URL.Path
 	p.RequestID = requestIDFrom(ctx)
-	if wait, ok := retryAfter(err); ok && p.Status == http.StatusTooManyRequests {
+	p.capEchoes()
+	if wait, ok := retryAfter(err); ok && (p.Status == http.StatusTooManyRequests || p.Status == http.StatusServiceUnavailable) {
 		w.Header().Set("Retry-After", strconv.FormatInt(max(int64(math.Ceil(wait.Seconds())), 1), 10))
 	}
 	if p.Status == http.StatusUnauthorized {
@@ -245,12 +285,15 @@ func retryAfter(err error) (time.Duration, bool) {
 	var (
 		blocked   *jobboard.BlockedError
 		throttled *jobboard.VerificationThrottledError
+		busy      *busyError
 	)
 	switch {
 	case errors.As(err, &blocked):
 		return blocked.RetryAfter, true
 	case errors.As(err, &throttled):
 		return throttled.RetryAfter, true
+	case errors.As(err, &busy):
+		return busy.retryAfter, true
 	}
 	return 0, false
 }
