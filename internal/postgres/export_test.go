@@ -30,8 +30,9 @@ const (
 func Pool(db *DB) *pgxpool.Pool { return db.pool }
 
 // The statements of a keyed write, for the benchmark of its floor.
+var CreateJobSQL = createJobSQL
+
 const (
-	CreateJobSQL           = createJobSQL
 	ClaimIdempotencyKeySQL = claimIdempotencyKeySQL
 	StoreAnswerSQL         = storeAnswerSQL
 	IdempotencyLockClass   = idempotencyLockClass
