@@ -38,22 +38,7 @@ func (a *api) resetEvents() int {
 // event: claims it, which makes the token of its link.
 func (a *api) resetToken(u user) string {
 	a.t.Helper()
-	ctx := context.Background()
-	var payload []byte
-	err := a.db.Pool.QueryRow(ctx, `SELECT payload FROM outbox WHERE event_type = $1 AND (payload->>'user_id')::bigint = $2
-		ORDER BY created_at DESC LIMIT 1`, jobboard.EventTypePasswordResetRequested, u.ID).Scan(&payload)
-	if err != nil {
-		a.t.Fatalf("reset event of user %d: %v", u.ID, err)
-	}
-	ev, err := jobboard.DecodeEvent(payload)
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	c, err := a.db.ClaimEvent(ctx, ev, time.Minute)
-	if err != nil || c.Recipient.Token == "" {
-		a.t.Fatalf("claim %s: %+v, %v", ev.EventID, c, err)
-	}
-	return c.Recipient.Token
+	return a.linkToken(jobboard.EventTypePasswordResetRequested, u)
 }
 
 // resetPassword posts a token and a new password.

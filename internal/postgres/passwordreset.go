@@ -235,15 +235,7 @@ var linkTokenTTL = map[string]time.Duration{
 	jobboard.EventTypePasswordResetRequested:     jobboard.PasswordResetTokenTTL,
 }
 
-// deleteOldPasswordResetRequestsSQL deletes one batch of requests older
-// than the window ($1 seconds), through neither index: the table holds at
-// most an hour of requests plus what this deletes.
-const deleteOldPasswordResetRequestsSQL = `
-DELETE FROM password_reset_requests
-WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM password_reset_requests
-	WHERE requested_at < now() - make_interval(secs => $1)
-	LIMIT $2))`
+var deleteOldPasswordResetRequestsSQL = deleteOldRequestsSQL("password_reset_requests")
 
 // DeleteOldPasswordResetRequests deletes reset requests made more than
 // olderThan ago, batch rows per statement, and returns how many it

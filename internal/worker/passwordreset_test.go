@@ -50,23 +50,7 @@ func resetRequest(t *testing.T, e *workertest.Env, withAccount bool) (string, jo
 // storedResetHashes returns the reset token hashes stored for the event.
 func storedResetHashes(t *testing.T, e *workertest.Env, eventID string) [][]byte {
 	t.Helper()
-	rows, err := e.Pool.Query(context.Background(), `SELECT token_hash FROM password_reset_tokens WHERE event_id = $1`, eventID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out [][]byte
-	for rows.Next() {
-		var h []byte
-		if err := rows.Scan(&h); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return tokenHashesIn(t, e, "password_reset_tokens", eventID)
 }
 
 // The reset email, through the queue, the worker and the SES stand-in: its

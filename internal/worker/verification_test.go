@@ -41,11 +41,17 @@ func newAccount(t *testing.T, e *workertest.Env) (jobboard.User, jobboard.Event)
 	return u, ev
 }
 
-// storedTokenHashes returns the token hashes stored for the event.
+// storedTokenHashes returns the verification token hashes stored for the
+// event.
 func storedTokenHashes(t *testing.T, e *workertest.Env, eventID string) [][]byte {
 	t.Helper()
-	rows, err := e.Pool.Query(context.Background(),
-		`SELECT token_hash FROM email_verification_tokens WHERE event_id = $1`, eventID)
+	return tokenHashesIn(t, e, "email_verification_tokens", eventID)
+}
+
+// tokenHashesIn returns the token hashes stored in table for the event.
+func tokenHashesIn(t *testing.T, e *workertest.Env, table, eventID string) [][]byte {
+	t.Helper()
+	rows, err := e.Pool.Query(context.Background(), `SELECT token_hash FROM `+table+` WHERE event_id = $1`, eventID)
 	if err != nil {
 		t.Fatal(err)
 	}
