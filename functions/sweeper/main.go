@@ -159,15 +159,16 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		return nil, nil, err
 	}
 	sw, err = outbox.NewSweeper(outbox.SweeperConfig{
-		Store:                db,
-		Publisher:            publisher,
-		Retention:            s.retention,
-		Grace:                s.grace,
-		Logger:               logger,
-		Metrics:              stdout,
-		IdempotencyKeys:      db,
-		LoginFailures:        db,
-		VerificationRequests: db,
+		Store:                 db,
+		Publisher:             publisher,
+		Retention:             s.retention,
+		Grace:                 s.grace,
+		Logger:                logger,
+		Metrics:               stdout,
+		IdempotencyKeys:       db,
+		LoginFailures:         db,
+		VerificationRequests:  db,
+		PasswordResetRequests: db,
 	})
 	if err != nil {
 		db.Close()

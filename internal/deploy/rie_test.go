@@ -263,6 +263,7 @@ func localEnv(t testing.TB, candidateDomain string) (map[string]string, localaws
 		"JWT_SECRET":                  strings.Repeat("j", 64),
 		"MAIL_FROM":                   "jobboard <jobs@" + candidateDomain + ">",
 		"VERIFY_EMAIL_URL":            "https://app.example/verify-email",
+		"ACCOUNT_RECOVERY_URL":        "https://app.example/reset-password",
 		"STATUS_EVENTS_QUEUE_URL":     q.URL,
 		"RETENTION_DAYS":              "30",
 		"LOG_LEVEL":                   "INFO",

@@ -109,9 +109,13 @@ func (st Stack) State() State {
 	}
 }
 
-// VerifyEmailURL is the page a local verification link opens: a front end
-// developed against the stack.
-const VerifyEmailURL = "http://localhost:3000/verify-email"
+// VerifyEmailURL and PasswordResetURL are the pages that local
+// verification and password reset links open: a front end developed
+// against the stack.
+const (
+	VerifyEmailURL   = "http://localhost:3000/verify-email"
+	PasswordResetURL = "http://localhost:3000/reset-password"
+)
 
 // MailFrom is the sender address of the local stack's emails.
 const MailFrom = "jobs@jobboard.localhost"
@@ -180,10 +184,11 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		"JWT_SECRET=" + randomSecret(),
 		"STATUS_EVENTS_QUEUE_URL=" + queueURL,
 		"MAIL_FROM=" + MailFrom,
-		// The front end a verification link opens; set here too (the
-		// worker's local default is the same) so that `make invoke` runs
-		// the worker in its Lambda mode, where the setting is required.
+		// The front end a verification or reset link opens; set here too
+		// (the worker's local defaults are the same) so that `make invoke`
+		// runs the worker in its Lambda mode, where they are required.
 		"VERIFY_EMAIL_URL=" + VerifyEmailURL,
+		"ACCOUNT_RECOVERY_URL=" + PasswordResetURL,
 		"LOG_LEVEL=INFO",
 		"AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=local",

@@ -43,6 +43,10 @@ const (
 	kindVerificationTokenExpired = "verification-token-expired"
 	kindVerificationTokenUsed    = "verification-token-used"
 	kindTooManyVerification      = "too-many-verification-emails"
+
+	kindInvalidResetToken = "invalid-password-reset-token"
+	kindResetTokenExpired = "password-reset-token-expired"
+	kindResetTokenUsed    = "password-reset-token-used"
 )
 
 // problem is an RFC 9457 problem details object. Errors (field-level detail)
@@ -138,6 +142,8 @@ var errorKinds = []struct {
 	detail string
 }{
 	{jobboard.ErrNotFound, http.StatusNotFound, kindNotFound, "The resource does not exist or is not visible to you."},
+	{jobboard.ErrSessionRevoked, http.StatusUnauthorized, kindUnauthenticated,
+		"The account's password was reset after this token was issued; sign in again."},
 	{jobboard.ErrUnauthenticated, http.StatusUnauthorized, kindUnauthenticated, "A valid bearer token is required."},
 	{jobboard.ErrInvalidCredentials, http.StatusUnauthorized, kindInvalidCredentials, "The email or password is wrong."},
 	{jobboard.ErrForbidden, http.StatusForbidden, kindForbidden, "Your role may not do this."},
@@ -154,6 +160,12 @@ var errorKinds = []struct {
 		"The verification link has expired; sign in and ask for a new one."},
 	{jobboard.ErrVerificationTokenUsed, http.StatusGone, kindVerificationTokenUsed,
 		"The verification link has been used already."},
+	{jobboard.ErrPasswordResetTokenInvalid, http.StatusBadRequest, kindInvalidResetToken,
+		"The password reset link is not valid; ask for a new one."},
+	{jobboard.ErrPasswordResetTokenExpired, http.StatusGone, kindResetTokenExpired,
+		"The password reset link has expired; ask for a new one."},
+	{jobboard.ErrPasswordResetTokenUsed, http.StatusGone, kindResetTokenUsed,
+		"The password reset link has been used, or the password has been reset since it was sent."},
 }
 
 // problemFor turns any error a handler returns into the problem to answer.

@@ -79,6 +79,9 @@ type Config struct {
 	// VerificationPolicy bounds the verification emails per account and
 	// per address. Zero: jobboard.DefaultVerificationPolicy.
 	VerificationPolicy jobboard.VerificationPolicy
+	// PasswordResetPolicy bounds the password reset emails per address.
+	// Zero: jobboard.DefaultPasswordResetPolicy.
+	PasswordResetPolicy jobboard.VerificationPolicy
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 	// Idempotency keeps the answers of writes sent with an Idempotency-Key.
@@ -140,8 +143,10 @@ type server struct {
 	metrics      io.Writer // nil: none
 	version      string
 
-	// verificationPolicy bounds the verification emails.
+	// verificationPolicy bounds the verification emails, resetPolicy the
+	// password reset emails.
 	verificationPolicy jobboard.VerificationPolicy
+	resetPolicy        jobboard.VerificationPolicy
 }
 
 // NewServer returns the HTTP handler of the job-board API: every route of
@@ -189,6 +194,9 @@ func newServer(cfg Config) *server {
 	if cfg.VerificationPolicy == (jobboard.VerificationPolicy{}) {
 		cfg.VerificationPolicy = jobboard.DefaultVerificationPolicy
 	}
+	if cfg.PasswordResetPolicy == (jobboard.VerificationPolicy{}) {
+		cfg.PasswordResetPolicy = jobboard.DefaultPasswordResetPolicy
+	}
 	s := &server{
 		users:        cfg.Users,
 		companies:    cfg.Companies,
@@ -215,6 +223,7 @@ func newServer(cfg Config) *server {
 
 		clientAddress:      cfg.ClientAddress,
 		verificationPolicy: cfg.VerificationPolicy,
+		resetPolicy:        cfg.PasswordResetPolicy,
 	}
 	s.addRoutes()
 	return s
@@ -269,7 +278,7 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem,
 	if p.Status == http.StatusUnauthorized {
 		challenge := `Bearer realm="jobboard"`
 		var te *tokenError
-		if errors.As(err, &te) {
+		if errors.As(err, &te) || errors.Is(err, jobboard.ErrSessionRevoked) {
 			challenge += `, error="invalid_token"`
 		}
 		w.Header().Set("WWW-Authenticate", challenge)

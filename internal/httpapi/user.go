@@ -148,7 +148,8 @@ func (s *server) writeSession(w http.ResponseWriter, r *http.Request, status int
 }
 
 // me returns the signed-in user. A valid token for a user that no longer
-// exists is treated as no credentials.
+// exists is treated as no credentials, and so is one issued before the
+// account's password was last reset (checked against the row it reads).
 // GET /v1/me → 200 user; 401.
 func (s *server) me(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.actor(r)
@@ -161,6 +162,9 @@ func (s *server) me(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		return fmt.Errorf("load user %d: %w", a.UserID, err)
+	}
+	if u.PasswordChangedAt.After(a.PasswordChangedAt) {
+		return fmt.Errorf("user %d: %w", a.UserID, jobboard.ErrSessionRevoked)
 	}
 	return writeJSON(w, http.StatusOK, u)
 }

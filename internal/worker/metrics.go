@@ -27,6 +27,7 @@ var metricsOf = map[string][]string{
 	string(jobboard.OutcomeRecipientUnverified): {"UnverifiedRecipients"},
 	string(jobboard.OutcomeAlreadyVerified):     nil,
 	string(jobboard.OutcomeUserMissing):         nil,
+	string(jobboard.OutcomeNoAccount):           nil,
 }
 
 // metricNames are the worker's metrics, every one on every line (a zero is
