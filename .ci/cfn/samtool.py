@@ -55,6 +55,7 @@ EXAMPLES = {
     "MailFrom": "jobboard <jobs@example.com>",
     "MailFromIdentity": "example.com",
     "VerifyEmailUrl": "https://app.example.com/verify-email",
+    "AccountRecoveryUrl": "https://app.example.com/reset-password",
     "AlarmTopicArn": f"arn:aws:sns:{REGION}:{ACCOUNT}:jobboard-alarms",
     "SubnetIds": "subnet-0123456789abcdef0,subnet-0fedcba9876543210",
     "SecurityGroupIds": "sg-0123456789abcdef0",
