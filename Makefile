@@ -3,6 +3,12 @@
 SHELL := bash
 GO    ?= go
 
+# The Go toolchain of go.mod's toolchain line, for every go command make runs
+# (the Lambda builds, the tests, the linters): the go command downloads it
+# through the module proxy once, whatever Go the machine has.
+GO_TOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
+export GOTOOLCHAIN := $(GO_TOOLCHAIN)
+
 # Tools are pinned and built once per machine, outside the clone, so CI's
 # fresh clones reuse them.
 TOOLS_DIR             ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/jobboard-tools
@@ -22,19 +28,39 @@ LOCALAWS := .ci/localaws/node_modules/.package-lock.json
 # internal/webhook check every delivery with it.
 WEBHOOK_VERIFIER := .ci/webhooks/node_modules/.package-lock.json
 
-# Redocly CLI, the OpenAPI linter, pinned in .ci/openapi (package.json, lock).
+# Redocly CLI, the OpenAPI linter, and Stoplight Prism, the validating proxy
+# that the contract tests run every response past (internal/httpapi/
+# openapitest), pinned in .ci/openapi (package.json, lock).
 OPENAPI_LINT := .ci/openapi/node_modules/.package-lock.json
 REDOCLY      := REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true .ci/openapi/node_modules/.bin/redocly
 
 WITH_PG := .ci/with-postgres.sh
 
+# AWS's own template tools (cfn-lint, aws-sam-translator, moto), pinned in
+# .ci/cfn/requirements.txt: pytools.sh prints a python that has exactly
+# those versions, the machine's python3 when it does, else a virtual
+# environment it makes once in the tools cache. samtool.py drives them
+# (cfn-lint in `make lint`; the translated-template tests and the moto
+# deploy rehearsal in internal/deploy, which find it at $JOBBOARD_PYTHON).
+PYTOOLS := TOOLS_DIR=$(TOOLS_DIR) .ci/cfn/pytools.sh
+SAMTOOL := .ci/cfn/samtool.py
+
+# govulncheck, pinned, and the vulnerability database it falls back on when
+# the public one cannot be reached: built from a pinned golang.org/x/vulndb
+# module (its OSV files, indexed by the module's own cmd/indexdb). See
+# docs/security.md, "Known vulnerabilities".
+GOVULNCHECK_VERSION := v1.9.0
+GOVULNCHECK         := $(TOOLS_DIR)/govulncheck-$(GOVULNCHECK_VERSION)
+VULNDB_VERSION      := v0.0.0-20261105234957-e22db6528018
+VULNDB              := $(TOOLS_DIR)/vulndb-$(VULNDB_VERSION)
+
 # Lambda builds: provided.al2023 on arm64, one static bootstrap per function.
 ARTIFACTS_DIR ?= build
-LAMBDA_GOFLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
+LAMBDA_GOFLAGS := GOTOOLCHAIN=$(GO_TOOLCHAIN) CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
-.PHONY: dev test lint bench coldstart fuzz migrate build localaws rie invoke poison chaos
-.PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction build-WebhookFunction
+.PHONY: dev test lint pytools bench coldstart fuzz migrate build localaws rie invoke poison chaos vuln vuln-pinned
+.PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction build-WebhookFunction build-MigrateFunction build-PreTrafficHookFunction
 
 # `make dev`, `make invoke` and the emulator tests build the functions for
 # this machine with the same flags (those of the Lambda builds, less the
@@ -65,18 +91,55 @@ chaos: $(LOCALAWS)
 	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/cmd/chaos
 	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
 
-## test: lint, then every test with the race detector.
-test: lint $(LOCALAWS) $(WEBHOOK_VERIFIER) $(AWS_LAMBDA_RIE)
+## test: lint, govulncheck against the pinned vulnerability database (the
+## same verdict for the same commit on any day; `make vuln` asks the live
+## one), then every test with the race detector.
+test: lint vuln-pinned $(LOCALAWS) $(WEBHOOK_VERIFIER) $(AWS_LAMBDA_RIE)
+	JOBBOARD_PYTHON=$$($(PYTOOLS)) && export JOBBOARD_PYTHON && \
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -race -count=1 ./...
 
-## lint: gofmt, go vet, golangci-lint (pinned), and Redocly's recommended
-## rules over the OpenAPI document (errors fail; warnings are printed).
+## vuln: govulncheck over every package against the public vulnerability
+## database, or the pinned one when the public one cannot be reached; fails
+## on a vulnerability the code calls. Run it daily and before each deploy.
+vuln: $(GOVULNCHECK) $(VULNDB)
+	.ci/vuln $(GOVULNCHECK) $(VULNDB)
+
+## vuln-pinned: the same against the pinned database only (make test).
+vuln-pinned: $(GOVULNCHECK) $(VULNDB)
+	.ci/vuln -pinned $(GOVULNCHECK) $(VULNDB)
+
+$(GOVULNCHECK):
+	mkdir -p $(TOOLS_DIR)/tmp
+	GOBIN=$(TOOLS_DIR)/tmp $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	mv $(TOOLS_DIR)/tmp/govulncheck $@
+
+# The database: the module's OSV files indexed into the layout govulncheck
+# reads with -db file://DIR. Built in a temporary folder, then moved, so that
+# an interrupted build is not taken for a database.
+$(VULNDB):
+	mkdir -p $(TOOLS_DIR)/tmp
+	GOBIN=$(TOOLS_DIR)/tmp $(GO) install golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION)
+	cd $(TOOLS_DIR) && $(GO) mod download golang.org/x/vulndb@$(VULNDB_VERSION)
+	rm -rf $@.tmp
+	$(TOOLS_DIR)/tmp/indexdb -vulns "$$($(GO) env GOMODCACHE)/golang.org/x/vulndb@$(VULNDB_VERSION)/data/osv" -out $@.tmp
+	mv $@.tmp $@
+
+## lint: gofmt, go vet, golangci-lint (pinned), Redocly's recommended
+## rules over the OpenAPI document (errors fail; warnings are printed), and
+## cfn-lint over template.yaml for the template's defaults and every
+## samconfig.toml environment (any finding fails, informational ones too).
 lint: $(GOLANGCI_LINT) $(OPENAPI_LINT)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go') 2>&1); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
 	$(REDOCLY) lint --config .ci/openapi/redocly.yaml --format=summary internal/httpapi/openapi.json
+	py=$$($(PYTOOLS)) && $$py $(SAMTOOL) lint
+
+## pytools: print the python with the pinned template tools (installing them
+## into the tools cache when the machine's python3 lacks them).
+pytools:
+	@$(PYTOOLS)
 
 $(OPENAPI_LINT): .ci/openapi/package.json .ci/openapi/package-lock.json
 	npm ci --prefix .ci/openapi --no-audit --no-fund --loglevel=error
@@ -93,7 +156,7 @@ bench: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 ## coldstart: each function's cold start under aws-lambda-rie next to two
 ## hello-world baselines, and the worker's next to its floor
 ## (COLDSTART_ROUNDS rounds, medians and ratios), and the size of each
-## Lambda artifact; see README, Performance.
+## Lambda artifact; see docs/performance.md.
 COLDSTART_ROUNDS ?= 20
 coldstart: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -count=1 -v -run '^TestBootstrapsFitTheSizeAim$$' \
@@ -133,13 +196,15 @@ invoke: $(AWS_LAMBDA_RIE)
 	$(INVOKE_DIR)/devloop invoke -state $(DEV_STATE) -rie $(AWS_LAMBDA_RIE) -bootstrap $(INVOKE_DIR)/$(FUNCTION_DIR) $(FUNCTION) $(EVENT)
 
 ## poison: put a message that is not an event on the running `make dev`'s
-## queue and watch it reach the dead-letter queue (seconds; see README).
+## queue and watch it reach the dead-letter queue (seconds; see
+## docs/development.md).
 poison:
 	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/cmd/devloop
 	$(INVOKE_DIR)/devloop poison -state $(DEV_STATE)
 
 ## migrate: apply the schema migrations to the database at DATABASE_URL (or
-## DATABASE_SECRET_ARN's); see internal/cmd/migrate.
+## DATABASE_SECRET_ARN's); see internal/cmd/migrate. Deploys migrate by
+## themselves (MigrateFunction, run by the PreTraffic hook).
 migrate:
 	$(GO) run ./internal/cmd/migrate
 
@@ -154,10 +219,12 @@ build:
 	$(MAKE) build-WorkerFunction ARTIFACTS_DIR=build/worker
 	$(MAKE) build-SweeperFunction ARTIFACTS_DIR=build/sweeper
 	$(MAKE) build-WebhookFunction ARTIFACTS_DIR=build/webhook
+	$(MAKE) build-MigrateFunction ARTIFACTS_DIR=build/migrate
+	$(MAKE) build-PreTrafficHookFunction ARTIFACTS_DIR=build/pretraffichook
 
 # The RDS CA bundle, when it is in the project, ships beside each bootstrap
 # (/var/task/rds-global-bundle.pem on Lambda) for DatabaseSslRootCert; see
-# README, "Deploying".
+# docs/deploying.md, "Before the first deploy".
 RDS_CA_BUNDLE := certs/rds-global-bundle.pem
 COPY_CA_BUNDLE = $(if $(wildcard $(RDS_CA_BUNDLE)),cp $(RDS_CA_BUNDLE) $(ARTIFACTS_DIR)/)
 
@@ -175,4 +242,10 @@ build-SweeperFunction:
 	$(COPY_CA_BUNDLE)
 build-WebhookFunction:
 	$(LAMBDA_BUILD) ./functions/webhook
+	$(COPY_CA_BUNDLE)
+build-MigrateFunction:
+	$(LAMBDA_BUILD) ./functions/migrate
+	$(COPY_CA_BUNDLE)
+build-PreTrafficHookFunction:
+	$(LAMBDA_BUILD) ./functions/pretraffichook
 	$(COPY_CA_BUNDLE)

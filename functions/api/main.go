@@ -17,7 +17,9 @@
 // CORS_ALLOWED_ORIGINS (comma-separated origins whose browsers may call the
 // API; empty: no CORS); CACHE_MAX_AGE and CACHE_STALE_WHILE_REVALIDATE
 // (durations such as 30s: the Cache-Control of anonymous job searches, jobs
-// and companies); WEBHOOK_EVENTS_QUEUE_URL, WEBHOOK_SEALING_KEY or on AWS
+// and companies); PASSWORD_HASH_CONCURRENCY (how many argon2id hashes may
+// run at once; default: one per core, fewer if a quarter of the memory
+// cannot hold them); WEBHOOK_EVENTS_QUEUE_URL, WEBHOOK_SEALING_KEY or on AWS
 // WEBHOOK_SEALING_KEY_SECRET_ARN, WEBHOOK_ALLOW_INSECURE (see webhook.go).
 package main
 
@@ -94,6 +96,8 @@ type config struct {
 	// settings of httpapi.Config of the same names.
 	corsOrigins                        []string
 	publicMaxAge, staleWhileRevalidate time.Duration
+	// passwordHashes is httpapi.Config.PasswordHashes.
+	passwordHashes int
 	// webhooks are the webhook settings (webhook.go).
 	webhooks webhookSettings
 }
@@ -130,6 +134,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, err
 	}
 	if c.staleWhileRevalidate, err = cacheDuration("CACHE_STALE_WHILE_REVALIDATE", getenv("CACHE_STALE_WHILE_REVALIDATE")); err != nil {
+		return c, err
+	}
+	if c.passwordHashes, err = passwordHashes(getenv); err != nil {
 		return c, err
 	}
 	if c.webhooks, err = loadWebhookSettings(getenv); err != nil {
@@ -234,14 +241,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	if cfg.Lambda {
-		return runLambda(ctx, cfg, logger)
+		return runLambda(ctx, cfg, logger, stdout)
 	}
 	return serveLocal(ctx, cfg, logger)
 }
 
 // newHandler opens the database and wires the API handler, with the event
-// relay when one is configured. close releases the database.
-func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOptions ...func(*pgxpool.Config)) (h http.Handler, closeDB func(), err error) {
+// relay when one is configured; metrics, when not nil, gets a metric line
+// per request. close releases the database.
+func newHandler(ctx context.Context, cfg config, logger *slog.Logger, metrics io.Writer, poolOptions ...func(*pgxpool.Config)) (h http.Handler, closeDB func(), err error) {
 	if cfg.dbCredentials != nil {
 		poolOptions = append(poolOptions, postgres.WithCredentials(cfg.dbCredentials))
 	}
@@ -264,9 +272,13 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, poolOption
 		TokenKeys:    cfg.tokenKeys,
 
 		Idempotency:          db,
+		ClientAddress:        gatewaySourceIP,
+		PasswordHashes:       cfg.passwordHashes,
 		PublicMaxAge:         cfg.publicMaxAge,
 		StaleWhileRevalidate: cfg.staleWhileRevalidate,
 		CORSAllowedOrigins:   cfg.corsOrigins,
+		Metrics:              metrics,
+		FunctionVersion:      cfg.Version,
 
 		Webhooks:      db,
 		WebhookSealer: cfg.webhooks.sealer,
@@ -292,22 +304,32 @@ func gatewayRequestID(r *http.Request) string {
 	return gw.RequestID
 }
 
-// runLambda serves API Gateway HTTP API (payload v2) events. lambda.Start
-// does not return.
-func runLambda(ctx context.Context, cfg config, logger *slog.Logger) error {
-	h, closeDB, err := newHandler(ctx, cfg, logger, lambdaPool)
+// gatewaySourceIP is the client address API Gateway saw (the request
+// context's sourceIp) of a request that came through the Lambda proxy
+// adapter, or "" (served locally: the connection's address counts). Never
+// a forwarded-for header, which the client writes.
+func gatewaySourceIP(r *http.Request) string {
+	gw, _ := core.GetAPIGatewayV2ContextFromContext(r.Context())
+	return gw.HTTP.SourceIP
+}
+
+// runLambda serves API Gateway HTTP API (payload v2) events, each with a
+// deadline answerMargin before the invocation's, and writes a metric line
+// per request to stdout (the log stream). lambda.Start does not return.
+func runLambda(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) error {
+	h, closeDB, err := newHandler(ctx, cfg, logger, stdout, lambdaPool)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	lambda.StartWithOptions(httpadapter.NewV2(h).ProxyWithContext, lambda.WithContext(ctx))
+	lambda.StartWithOptions(httpadapter.NewV2(withAnswerMargin(h, answerMargin)).ProxyWithContext, lambda.WithContext(ctx))
 	return nil
 }
 
 // serveLocal serves HTTP on 127.0.0.1:PORT until ctx ends (main ends it on
 // SIGINT or SIGTERM), then drains in-flight requests.
 func serveLocal(ctx context.Context, cfg config, logger *slog.Logger) error {
-	h, closeDB, err := newHandler(ctx, cfg, logger)
+	h, closeDB, err := newHandler(ctx, cfg, logger, nil)
 	if err != nil {
 		return err
 	}

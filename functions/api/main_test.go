@@ -49,6 +49,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad CORS origin", []string{"api"}, map[string]string{"DATABASE_URL": url, "CORS_ALLOWED_ORIGINS": "http://localhost:5173,localhost:3000"}, "CORS_ALLOWED_ORIGINS"},
 		{"bad cache max age", []string{"api"}, map[string]string{"DATABASE_URL": url, "CACHE_MAX_AGE": "30"}, "CACHE_MAX_AGE"},
 		{"tiny stale-while-revalidate", []string{"api"}, map[string]string{"DATABASE_URL": url, "CACHE_STALE_WHILE_REVALIDATE": "10ms"}, "CACHE_STALE_WHILE_REVALIDATE"},
+		{"zero password hashes", []string{"api"}, map[string]string{"DATABASE_URL": url, "PASSWORD_HASH_CONCURRENCY": "0"}, "PASSWORD_HASH_CONCURRENCY"},
+		{"bad password hashes", []string{"api"}, map[string]string{"DATABASE_URL": url, "PASSWORD_HASH_CONCURRENCY": "many"}, "PASSWORD_HASH_CONCURRENCY"},
 		{"unknown command", []string{"api", "serve"}, map[string]string{"DATABASE_URL": url}, "unknown command"},
 		{"migrate is its own command", []string{"api", "migrate"}, map[string]string{"DATABASE_URL": url}, "make migrate"},
 		{"unreachable database", []string{"api"}, map[string]string{"DATABASE_URL": url, "JWT_SECRET": strings.Repeat("k", 32)}, "connect"},
@@ -205,7 +207,7 @@ func TestSampleEvents(t *testing.T) {
 	key := []byte(strings.Repeat("k", 32))
 	cfg := config{databaseURL: pgtest.NewURL(t),
 		tokenKeys: func(context.Context, bool) (httpapi.TokenKeys, error) { return httpapi.TokenKeys{Current: key}, nil }}
-	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler))
+	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,5 +304,53 @@ func TestSampleEvents(t *testing.T) {
 			t.Fatalf("%s: X-Request-Id %q, want API Gateway's %q", tt.file, got, ev.RequestContext.RequestID)
 		}
 		tt.check(t, resp.Body)
+	}
+}
+
+// A request that is still waiting answerMargin before the invocation's
+// deadline answers 503 itself: here GET /v1/jobs waits on a lock that a
+// test transaction holds, longer than the request may, and the handler
+// wrapped as runLambda wraps it answers a problem in time, while the
+// database's statement timeout (5 s) would have been too late.
+func TestRequestsAnswerBeforeTheInvocationDeadline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewURL(t)
+	key := []byte(strings.Repeat("k", 32))
+	cfg := config{databaseURL: url, statementTimeout: 5 * time.Second,
+		tokenKeys: func(context.Context, bool) (httpapi.TokenKeys, error) { return httpapi.TokenKeys{Current: key}, nil }}
+	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB()
+
+	lock := pgtest.Pool(t, url)
+	tx, err := lock.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the lock is released when the test ends
+	if _, err := tx.Exec(ctx, "LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	const invocation = 1500 * time.Millisecond
+	deadline := time.Now().Add(invocation)
+	invocationCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	req := httptest.NewRequest(http.MethodGet, "/v1/jobs", nil).WithContext(invocationCtx)
+	rec := httptest.NewRecorder()
+	withAnswerMargin(h, answerMargin).ServeHTTP(rec, req)
+	answered := time.Now()
+
+	if rec.Code != http.StatusServiceUnavailable || !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/problem+json") {
+		t.Fatalf("answer %d %s %s; want a 503 problem", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+	}
+	if answered.After(deadline) {
+		t.Errorf("answered %v after the invocation's deadline", answered.Sub(deadline))
+	}
+	if err := openapitest.Check(t, req, rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+		t.Errorf("the 503 does not match the OpenAPI document: %v", err)
 	}
 }

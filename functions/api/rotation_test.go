@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -83,7 +84,7 @@ func TestRotatedDatabasePasswordReachesAWarmSandbox(t *testing.T) {
 	alwaysPing := func(c *pgxpool.Config) {
 		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
 	}
-	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), lambdaPool, alwaysPing)
+	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), nil, lambdaPool, alwaysPing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,5 +182,66 @@ func TestJWTKeyRotationWindow(t *testing.T) {
 	}
 	if got := sm.Asked(); strings.Join(got, " ") != arn+" "+arn+":AWSPREVIOUS" {
 		t.Errorf("asked %v", got)
+	}
+}
+
+// The key of the Idempotency-Key fingerprints comes from the JWT secret and
+// rotates with it: a keyed write answered before a rotation of the secret
+// is replayed to its retry after the warm sandbox has picked up the new
+// version (the retry checked with the previous key), and the same key with
+// another request is still refused.
+func TestFingerprintKeyFollowsTheJWTSecret(t *testing.T) {
+	t.Parallel()
+	const arn = "arn:aws:secretsmanager:us-east-1:111111111111:secret:jwt-FpFpFp"
+	ctx := context.Background()
+	sm := secrettest.New(t)
+	clk := &struct{ now time.Time }{time.Now()}
+	sm.Put(arn, strings.Repeat("a", 64), clk.now.Add(-24*time.Hour))
+	src, err := secret.NewJWTKeySource(env(map[string]string{"JWT_SECRET_ARN": arn}), sm.NewClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Now = func() time.Time { return clk.now }
+	h, closeDB, err := newHandler(ctx, config{databaseURL: pgtest.NewURL(t), passwordHashes: 1, tokenKeys: tokenKeys(src)}, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB()
+	do := func(method, path, token, key, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	reg := do(http.MethodPost, "/v1/auth/register", "", "", `{"email":"fp@example.com","password":"correct horse battery","name":"F","role":"employer"}`)
+	var session struct {
+		Token string `json:"token"`
+	}
+	if reg.Code != http.StatusCreated || json.Unmarshal(reg.Body.Bytes(), &session) != nil {
+		t.Fatalf("register: %d %s", reg.Code, reg.Body)
+	}
+	const key = "rotation-spanning-key-0001"
+	first := do(http.MethodPost, "/v1/companies", session.Token, key, `{"name":"Before the rotation"}`)
+	if first.Code != http.StatusCreated {
+		t.Fatalf("keyed write: %d %s", first.Code, first.Body)
+	}
+
+	sm.Put(arn, strings.Repeat("b", 64), clk.now)
+	clk.now = clk.now.Add(secret.DefaultMaxAge + time.Second) // the sandbox looks the secret up again
+	if keys, err := src.Keys(ctx, false); err != nil || string(keys.Current) != strings.Repeat("b", 64) {
+		t.Fatalf("after the rotation the current key is %q (%v); want the new version", keys.Current, err)
+	}
+	retry := do(http.MethodPost, "/v1/companies", session.Token, key, `{"name":"Before the rotation"}`)
+	if retry.Code != http.StatusCreated || retry.Header().Get("Idempotent-Replayed") != "true" || retry.Body.String() != first.Body.String() {
+		t.Fatalf("retry after the rotation: %d %v %s; want the first answer replayed", retry.Code, retry.Header(), retry.Body)
+	}
+	if other := do(http.MethodPost, "/v1/companies", session.Token, key, `{"name":"Another"}`); other.Code != http.StatusUnprocessableEntity {
+		t.Fatalf("the key with another request after the rotation: %d %s; want 422", other.Code, other.Body)
 	}
 }

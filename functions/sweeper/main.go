@@ -170,16 +170,17 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		return nil, nil, err
 	}
 	sw, err = outbox.NewSweeper(outbox.SweeperConfig{
-		Store:                db,
-		Publisher:            publisher,
-		Retention:            s.retention,
-		Grace:                s.grace,
-		Logger:               logger,
-		Metrics:              stdout,
-		IdempotencyKeys:      db,
-		LoginFailures:        db,
-		VerificationRequests: db,
-		Webhooks:             db,
+		Store:                 db,
+		Publisher:             publisher,
+		Retention:             s.retention,
+		Grace:                 s.grace,
+		Logger:                logger,
+		Metrics:               stdout,
+		IdempotencyKeys:       db,
+		LoginFailures:         db,
+		VerificationRequests:  db,
+		PasswordResetRequests: db,
+		Webhooks:              db,
 	})
 	if err != nil {
 		db.Close()

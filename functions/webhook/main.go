@@ -6,7 +6,7 @@
 // attempt, and backs a failed delivery off through ChangeMessageVisibility
 // (see internal/webhook).
 //
-// Its database access is the role jobboard_webhooks (migration 006): it
+// Its database access is the role jobboard_webhooks (migration 008): it
 // sets that role for its sessions, so its statements read and write only
 // the webhook tables' columns it needs, whatever user logs in (give it a
 // login of its own for a hard boundary; docs/deploying.md). Of AWS it calls
@@ -206,16 +206,17 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	}
 	sqsClient := sqs.NewFromConfig(s.AWS)
 	h, err := webhook.New(webhook.Config{
-		Store:          db,
-		Sealer:         sealer,
-		Client:         webhook.NewClient(webhook.ClientConfig{AllowInsecure: s.allowInsecure, Timeout: s.attemptTimeout}),
-		AttemptTimeout: s.attemptTimeout,
-		Redelivery:     queue.NewRedeliverer(sqsClient, s.queueURL),
-		Concurrency:    s.concurrency,
-		BackoffBase:    s.backoffBase,
-		BackoffMax:     s.backoffMax,
-		Logger:         logger,
-		Metrics:        stdout,
+		Store:           db,
+		Sealer:          sealer,
+		Client:          webhook.NewClient(webhook.ClientConfig{AllowInsecure: s.allowInsecure, Timeout: s.attemptTimeout}),
+		AttemptTimeout:  s.attemptTimeout,
+		Redelivery:      queue.NewRedeliverer(sqsClient, s.queueURL),
+		Concurrency:     s.concurrency,
+		BackoffBase:     s.backoffBase,
+		BackoffMax:      s.backoffMax,
+		Logger:          logger,
+		Metrics:         stdout,
+		FunctionVersion: s.Version,
 	})
 	if err != nil {
 		db.Close()

@@ -15,7 +15,9 @@
 // there, and the local mode polls it); SES_CONFIGURATION_SET (optional);
 // VERIFY_EMAIL_URL (the front-end page that a verification link opens; the
 // link adds token=<token> to its query; required in Lambda, default
-// http://localhost:3000/verify-email elsewhere);
+// http://localhost:3000/verify-email elsewhere); ACCOUNT_RECOVERY_URL (the
+// same for the password reset link; default
+// http://localhost:3000/reset-password outside Lambda);
 // RETENTION_DAYS (default 30, at least 15; as the sweeper's);
 // WORKER_CONCURRENCY (records of a batch handled at once, default 10);
 // LOCAL_INVOCATION_TIMEOUT (local mode only: the deadline of one local
@@ -82,15 +84,19 @@ const poolSize = 2
 // so that the chaos harness can reach the deadline within a short run.
 const localTimeout = 30 * time.Second
 
-// localVerifyEmailURL is the verification link's base outside Lambda: the
-// usual address of a front end's development server.
-const localVerifyEmailURL = "http://localhost:3000/verify-email"
+// localVerifyEmailURL and localPasswordResetURL are the links' bases
+// outside Lambda: pages of a front end's development server.
+const (
+	localVerifyEmailURL   = "http://localhost:3000/verify-email"
+	localPasswordResetURL = "http://localhost:3000/reset-password"
+)
 
 // settings is what run reads from the environment.
 type settings struct {
 	function.Settings
 	mailFrom         string
 	verifyEmailURL   string
+	passwordResetURL string
 	configurationSet string
 	queueURL         string
 	retention        time.Duration
@@ -108,6 +114,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		configurationSet: getenv("SES_CONFIGURATION_SET"),
 		queueURL:         getenv("STATUS_EVENTS_QUEUE_URL"),
 		verifyEmailURL:   getenv("VERIFY_EMAIL_URL"),
+		passwordResetURL: getenv("ACCOUNT_RECOVERY_URL"),
 		concurrency:      worker.DefaultConcurrency,
 		localTimeout:     localTimeout,
 	}
@@ -126,6 +133,15 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	}
 	if _, err := worker.ParseVerifyEmailURL(s.verifyEmailURL); err != nil && s.verifyEmailURL != "" {
 		missing = append(missing, fmt.Errorf("VERIFY_EMAIL_URL: %w", err))
+	}
+	switch {
+	case s.passwordResetURL == "" && s.Lambda:
+		missing = append(missing, errors.New("ACCOUNT_RECOVERY_URL is not set"))
+	case s.passwordResetURL == "":
+		s.passwordResetURL = localPasswordResetURL
+	}
+	if _, err := worker.ParsePasswordResetURL(s.passwordResetURL); err != nil && s.passwordResetURL != "" {
+		missing = append(missing, fmt.Errorf("ACCOUNT_RECOVERY_URL: %w", err))
 	}
 	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
 		missing = append(missing, fmt.Errorf("RETENTION_DAYS: %w", err))
@@ -218,8 +234,12 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		Retention:   s.retention,
 		Logger:      logger,
 		Metrics:     stdout,
+		// The metric line's version dimension, for the deploy's rollback
+		// alarms; empty outside Lambda.
+		FunctionVersion: s.Version,
 
-		VerifyEmailURL: s.verifyEmailURL,
+		VerifyEmailURL:   s.verifyEmailURL,
+		PasswordResetURL: s.passwordResetURL,
 	})
 	if err != nil {
 		db.Close()

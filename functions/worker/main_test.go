@@ -32,7 +32,7 @@ func TestLoadSettings(t *testing.T) {
 		return m
 	}
 	for k, v := range map[string]string{"LOG_LEVEL": "loud", "RETENTION_DAYS": "14", "WORKER_CONCURRENCY": "0",
-		"VERIFY_EMAIL_URL": "/verify-email"} {
+		"VERIFY_EMAIL_URL": "/verify-email", "ACCOUNT_RECOVERY_URL": "ftp://app.example/reset"} {
 		if _, err := loadSettings(env(with(k, v))); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v; want %s named", k, v, err, k)
 		}
@@ -55,6 +55,17 @@ func TestLoadSettings(t *testing.T) {
 	s, err = loadSettings(env(with("VERIFY_EMAIL_URL", "https://app.example.com/verify")))
 	if err != nil || s.verifyEmailURL != "https://app.example.com/verify" {
 		t.Errorf("VERIFY_EMAIL_URL set: %+v, %v", s, err)
+	}
+	// The password reset link's base: the same.
+	if s.passwordResetURL != localPasswordResetURL {
+		t.Errorf("ACCOUNT_RECOVERY_URL unset, locally: %q, want %q", s.passwordResetURL, localPasswordResetURL)
+	}
+	if _, err := loadSettings(env(with("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001"))); err == nil || !strings.Contains(err.Error(), "ACCOUNT_RECOVERY_URL") {
+		t.Errorf("ACCOUNT_RECOVERY_URL unset in Lambda: %v; want it named", err)
+	}
+	s, err = loadSettings(env(with("ACCOUNT_RECOVERY_URL", "https://app.example.com/reset")))
+	if err != nil || s.passwordResetURL != "https://app.example.com/reset" {
+		t.Errorf("ACCOUNT_RECOVERY_URL set: %+v, %v", s, err)
 	}
 }
 

@@ -3,6 +3,8 @@ package chaos_test
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +25,7 @@ func TestShortRunKeepsTheEmailPromise(t *testing.T) {
 	cfg.ServerURL = pgtest.ServerURL()
 	cfg.Seed = time.Now().UnixNano()
 	cfg.Out = &lineLogger{t: t}
+	cfg.LogDir = filepath.Join(t.TempDir(), "logs") // as `make chaos` names one
 
 	rep, err := chaos.Run(context.Background(), cfg)
 	if rep != nil {
@@ -36,6 +39,16 @@ func TestShortRunKeepsTheEmailPromise(t *testing.T) {
 	if !rep.Passed() {
 		t.Fatalf("the short chaos run (seed %d) broke the email promise; repeat it with\n"+
 			"  make chaos CHAOS_FLAGS='-short -seed %d'\n- %s", cfg.Seed, cfg.Seed, strings.Join(rep.Failures, "\n- "))
+	}
+	// A folder the run was given keeps the logs where the report says,
+	// although the run passed.
+	if rep.LogDir != cfg.LogDir {
+		t.Errorf("the report names the logs %q; want %q", rep.LogDir, cfg.LogDir)
+	}
+	for _, name := range []string{"verdict.json", "api-1.1.log", "worker-1.1.log", "sweeper.1.log"} {
+		if _, err := os.Stat(filepath.Join(cfg.LogDir, name)); err != nil {
+			t.Errorf("a passing run removed its logs: %v", err)
+		}
 	}
 }
 

@@ -102,7 +102,8 @@ func Short() Config {
 }
 
 // Full is the configuration of `make chaos`: several thousand status
-// changes under a few dozen faults, about six minutes.
+// changes under a few dozen faults (docs/development.md has the time a run
+// takes).
 func Full() Config {
 	return Config{
 		Name:              "full",

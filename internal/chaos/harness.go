@@ -101,7 +101,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			rep.Failures = append(rep.Failures, "the run did not complete: "+err.Error())
 		}
 	}()
-	logf("starting the stack (logs in %s)", logDir)
+	if keepLogs {
+		logf("starting the stack (logs in %s)", logDir)
+	} else {
+		logf("starting the stack (logs in %s, removed if the run passes)", logDir)
+	}
 	serr := startServices(ctx, cfg, st)
 	rep.Database = st.dbName
 	if berr := <-built; berr != nil || serr != nil {

@@ -25,6 +25,8 @@ var localOnly = map[string]string{
 	"PORT":                                "the API's local HTTP server",
 	function.EnvLambdaRuntimeAPI:          "set by Lambda; tells a main that it runs inside Lambda",
 	"AWS_LAMBDA_FUNCTION_NAME":            "set by Lambda",
+	function.EnvFunctionVersion:           "set by Lambda: the version a sandbox runs, a dimension of the metrics",
+	"AWS_LAMBDA_FUNCTION_MEMORY_SIZE":     "set by Lambda (the function's memory, in MB)",
 	"AWS_REGION":                          "set by Lambda",
 	"AWS_DEFAULT_REGION":                  "set by Lambda",
 	"AWS_ACCESS_KEY_ID":                   "set by Lambda (the execution role's credentials)",
@@ -40,6 +42,9 @@ var localOnly = map[string]string{
 
 // localOnlyFor are local-only variables of one function.
 var localOnlyFor = map[string]map[string]string{
+	"ApiFunction": {
+		"PASSWORD_HASH_CONCURRENCY": "optional: a Lambda sandbox serves one request at a time, so it hashes one password at a time whatever the setting; the default follows the memory Lambda gives",
+	},
 	"WorkerFunction": {
 		"STATUS_EVENTS_QUEUE_URL":  "the local poller of `make dev`; on AWS the SQS event source mapping polls",
 		"LOCAL_INVOCATION_TIMEOUT": "the local poller's deadline, shortened by `make chaos`; on AWS the function's Timeout",
@@ -61,9 +66,27 @@ var localOnlyFor = map[string]map[string]string{
 // code reads the variable (then it is simply not needed).
 var templateFirst = map[string]map[string]string{
 	"ApiFunction": {
-		"CORS_ALLOWED_ORIGINS": "on AWS API Gateway answers CORS (HttpApi CorsConfiguration); the function gets the same origins for the local server's CORS",
+		"CORS_ALLOWED_ORIGINS":     "on AWS API Gateway answers CORS (HttpApi CorsConfiguration); the function gets the same origins for the local server's CORS",
+		"DATABASE_QUERY_EXEC_MODE": queryExecMode,
+	},
+	"WorkerFunction":  {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
+	"SweeperFunction": {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
+	"MigrateFunction": {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
+	"WebhookFunction": {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
+	// Globals give every function the database's settings; the hook never
+	// connects to the database: it invokes the migration function.
+	"PreTrafficHookFunction": {
+		"DATABASE_HOST":            "the hook never connects to the database",
+		"DATABASE_SSLROOTCERT":     "the hook never connects to the database",
+		"DATABASE_QUERY_EXEC_MODE": "the hook never connects to the database",
 	},
 }
+
+// queryExecMode is why DATABASE_QUERY_EXEC_MODE is set behind an RDS Proxy:
+// pgx's query exec mode ("exec": no named prepared statements, which would
+// pin each client connection to a database connection), for the database
+// settings to read.
+const queryExecMode = "pgx's query exec mode behind RDS Proxy, for the database settings to read"
 
 // awsenvReads are the variables awsenv.Load reads.
 var awsenvReads = []string{awsenv.EnvRegion, awsenv.EnvDefaultRegion, awsenv.EnvAccessKeyID, awsenv.EnvSecretAccessKey,
@@ -80,7 +103,7 @@ var packageReads = map[string]map[string][]string{
 	},
 	"github.com/jobboard/jobboard/internal/awsenv": {"Load": awsenvReads},
 	"github.com/jobboard/jobboard/internal/function": {
-		"Load": append([]string{function.EnvLambdaRuntimeAPI, function.EnvLogLevel}, awsenvReads...),
+		"Load": append([]string{function.EnvLambdaRuntimeAPI, function.EnvLogLevel, function.EnvFunctionVersion}, awsenvReads...),
 	},
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/jobboard/jobboard/internal/deployhook"
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
@@ -167,8 +168,23 @@ func TestSQSSampleEvents(t *testing.T) {
 			malformed++
 		}
 	}
-	if malformed != 1 || good < 2 {
-		t.Errorf("sqs-malformed.json: %d malformed and %d good records; want one malformed among good ones", malformed, good)
+	if malformed != 1 || good < 1 {
+		t.Errorf("sqs-malformed.json: %d malformed and %d good records; want one malformed beside good ones", malformed, good)
+	}
+
+	// Every good record of the samples is the one event of application 1
+	// moving from submitted to reviewing, the change api-change-status.json
+	// makes on the demo (see docs/development.md, "Sample events").
+	want, _ := statusEvent(one.Records[0].Body)
+	if want.ApplicationID != 1 || want.OldStatus != jobboard.StatusSubmitted || want.NewStatus != jobboard.StatusReviewing {
+		t.Errorf("sqs-status-event.json: %+v; want application 1 moving from submitted to reviewing", want)
+	}
+	for name, e := range map[string]events.SQSEvent{"sqs-duplicate-event.json": dup, "sqs-malformed.json": bad} {
+		for _, r := range e.Records {
+			if ev, ok := statusEvent(r.Body); ok && ev != want {
+				t.Errorf("%s: record %s carries %+v; want the event of sqs-status-event.json, %+v", name, r.MessageId, ev, want)
+			}
+		}
 	}
 }
 
@@ -179,6 +195,18 @@ func TestSweeperSampleEvent(t *testing.T) {
 	if e.DetailType != "Scheduled Event" || e.Source != "aws.events" || e.Time.IsZero() || len(e.Resources) != 1 ||
 		!strings.HasPrefix(e.Resources[0], "arn:aws:events:"+e.Region+":"+e.AccountID+":rule/") || string(e.Detail) != "{}" {
 		t.Errorf("sweeper-schedule.json = %+v; want an EventBridge Scheduled Event from a rule", e)
+	}
+}
+
+// What CodeDeploy sends a PreTraffic hook: the deployment and the hook
+// execution to report on (make invoke with it reports to CodeDeploy, so
+// it needs AWS_ENDPOINT_URL_CODEDEPLOY pointed at a stand-in).
+func TestDeployHookSampleEvent(t *testing.T) {
+	t.Parallel()
+	var e deployhook.Event
+	decodeStrict(t, filepath.Join(eventsDir, "codedeploy-pretraffic.json"), &e)
+	if !strings.HasPrefix(e.DeploymentID, "d-") || e.LifecycleEventHookExecutionID == "" {
+		t.Errorf("codedeploy-pretraffic.json = %+v; want a deployment id and a hook execution id", e)
 	}
 }
 

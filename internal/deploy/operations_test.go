@@ -8,94 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/jobboard/jobboard/internal/httpapi"
 )
 
 // Tests of the production operations in template.yaml: bounded database
 // connections, alarms, gradual deploys, the VPC mode, CORS and packaging.
-
-// Database pool sizes of the functions (their mains): the API's lambdaPool,
-// the worker's and the sweeper's MaxConns.
-const (
-	apiPoolSize     = 2
-	workerPoolSize  = 2
-	sweeperPoolSize = 1
-)
-
-// connectionBudget is what the functions may use of the smallest database
-// this is deployed on: an RDS for PostgreSQL instance of 1 GiB gets
-// max_connections = LEAST(DBInstanceClassMemory/9531392, 5000), at most 112
-// (https://docs.aws.amazon.com/AmazonRDS/latest/UserGuide/CHAP_Limits.html#RDS_Limits.MaxConnections),
-// less what RDS keeps for itself; 90 leaves room for migrations and a console.
-const connectionBudget = 90
-
-func numberDefault(t *testing.T, tpl *samTemplate, name string) float64 {
-	t.Helper()
-	p, ok := tpl.raw.Parameters[name]
-	if !ok {
-		t.Fatalf("no parameter %s", name)
-	}
-	switch v := p.Default.(type) {
-	case float64:
-		return v
-	case string:
-		var f float64
-		if _, err := fmt.Sscan(v, &f); err == nil {
-			return f
-		}
-	}
-	t.Fatalf("parameter %s: default %v is not a number", name, p.Default)
-	return 0
-}
-
-// Σ concurrency × pool size ≤ the budget, with the defaults; each factor is
-// bounded by the template.
-func TestDatabaseConnectionsAreBounded(t *testing.T) {
-	t.Parallel()
-	tpl := loadTemplate(t)
-	var api, sweeper struct {
-		ReservedConcurrentExecutions any `json:"ReservedConcurrentExecutions"`
-	}
-	tpl.props(t, "ApiFunction", &api)
-	tpl.props(t, "SweeperFunction", &sweeper)
-	param, ok := tpl.paramOf(api.ReservedConcurrentExecutions)
-	if !ok || param != "ApiReservedConcurrency" {
-		t.Fatalf("ApiFunction ReservedConcurrentExecutions %v; want !Ref ApiReservedConcurrency", api.ReservedConcurrentExecutions)
-	}
-	p := tpl.raw.Parameters[param]
-	if p.Type != "Number" || p.MinValue == nil || *p.MinValue < 1 || p.MaxValue == nil || *p.MaxValue > 900 {
-		t.Errorf("parameter %s: %+v; want a Number within 1..900 (Lambda keeps 100 of 1,000 unreserved)", param, p)
-	}
-	if sweeper.ReservedConcurrentExecutions != 1.0 {
-		t.Errorf("SweeperFunction ReservedConcurrentExecutions %v; want 1", sweeper.ReservedConcurrentExecutions)
-	}
-	var workerMax any
-	for id, ev := range tpl.sqsEvents(t) {
-		if strings.HasPrefix(id, "WorkerFunction.") && ev.ScalingConfig != nil {
-			workerMax = ev.ScalingConfig.MaximumConcurrency
-		}
-	}
-	workerParam, ok := tpl.paramOf(workerMax)
-	if !ok {
-		t.Fatalf("the worker's MaximumConcurrency %v is not a parameter", workerMax)
-	}
-	total := numberDefault(t, tpl, param)*apiPoolSize + numberDefault(t, tpl, workerParam)*workerPoolSize + 1*sweeperPoolSize
-	if total > connectionBudget {
-		t.Errorf("with the defaults the functions may open %v connections; the budget is %d", total, connectionBudget)
-	}
-	t.Logf("default connections: %v × %d + %v × %d + 1 × %d = %v ≤ %d", numberDefault(t, tpl, param), apiPoolSize,
-		numberDefault(t, tpl, workerParam), workerPoolSize, sweeperPoolSize, total, connectionBudget)
-
-	// The README shows the same arithmetic.
-	readme, err := os.ReadFile(repoRoot + "/README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := fmt.Sprintf("= %v", total); !strings.Contains(string(readme), "ApiReservedConcurrency") || !strings.Contains(string(readme), want) {
-		t.Errorf("README.md does not show the connection arithmetic (ApiReservedConcurrency …, %q)", want)
-	}
-}
 
 // An RDS Proxy is created when a DB instance is named (or an existing one
 // is named), and the functions connect to it.
@@ -155,9 +71,8 @@ func TestDatabaseProxy(t *testing.T) {
 	if got := compactJSON(t, mustJSON(t, g.Environment.Variables["DATABASE_HOST"])); got != wantHost {
 		t.Errorf("Globals DATABASE_HOST = %s; want %s", got, wantHost)
 	}
-	if got := g.Environment.Variables["DATABASE_SSLROOTCERT"]; got != refPlaceholder("DatabaseSslRootCert") {
-		t.Errorf("Globals DATABASE_SSLROOTCERT = %v; want !Ref DatabaseSslRootCert", got)
-	}
+	// DATABASE_SSLROOTCERT and DATABASE_QUERY_EXEC_MODE, as deployed:
+	// TestDeployedFunctionSettings.
 	for _, name := range []string{"DatabaseInstanceIdentifier", "DatabaseProxyEndpoint", "DatabaseSslRootCert"} {
 		if p := tpl.raw.Parameters[name]; p.Type != "String" || p.Default != "" {
 			t.Errorf("parameter %s: %+v; want an optional String", name, p)
@@ -306,10 +221,11 @@ func TestEveryFailureHasAnAlarm(t *testing.T) {
 	}
 }
 
-// Every function publishes a version behind the alias "live"; the API and
-// the worker shift traffic with CodeDeploy and roll back on alarms that
-// watch the new version; event sources are SAM events, which SAM connects
-// to the alias.
+// Every function publishes a version behind the alias "live"; the API, the
+// worker and the webhook function shift traffic as DeploymentType says, the
+// sweeper at once, all four after the PreTraffic hook and as CodeDeployRole; event sources are
+// SAM events, which SAM connects to the alias. What the deployment groups
+// watch, as translated: TestRollbackAlarmsWatchTheNewVersion.
 func TestDeploysAreGradual(t *testing.T) {
 	t.Parallel()
 	tpl := loadTemplate(t)
@@ -322,43 +238,28 @@ func TestDeploysAreGradual(t *testing.T) {
 	if g.AutoPublishAlias != "live" {
 		t.Errorf("Globals AutoPublishAlias %q; want live", g.AutoPublishAlias)
 	}
-	type preference struct {
-		Type   string   `json:"Type"`
-		Alarms []string `json:"Alarms"`
-	}
-	for fn, mustWatch := range map[string][]string{
-		"ApiFunction":    {"ApiServerErrorsAlarm", "ApiNewVersionErrorsAlarm"},
-		"WorkerFunction": {"WorkerNewVersionErrorsAlarm"},
+	for fn, wantType := range map[string]string{
+		"ApiFunction":     refPlaceholder("DeploymentType"),
+		"WorkerFunction":  refPlaceholder("DeploymentType"),
+		"SweeperFunction": "AllAtOnce",
+		"WebhookFunction": refPlaceholder("DeploymentType"),
 	} {
 		var p struct {
-			AutoPublishAlias     string      `json:"AutoPublishAlias"`
-			DeploymentPreference *preference `json:"DeploymentPreference"`
+			AutoPublishAlias     string `json:"AutoPublishAlias"`
+			DeploymentPreference *struct {
+				Type  string            `json:"Type"`
+				Role  string            `json:"Role"`
+				Hooks map[string]string `json:"Hooks"`
+			} `json:"DeploymentPreference"`
 		}
 		tpl.props(t, fn, &p)
 		if p.AutoPublishAlias != "" {
 			t.Errorf("%s sets its own AutoPublishAlias %q; Globals has it", fn, p.AutoPublishAlias)
 		}
-		if p.DeploymentPreference == nil || p.DeploymentPreference.Type != refPlaceholder("DeploymentType") {
-			t.Errorf("%s: DeploymentPreference %+v; want Type !Ref DeploymentType", fn, p.DeploymentPreference)
-			continue
-		}
-		var watched []string
-		for _, a := range p.DeploymentPreference.Alarms {
-			watched = append(watched, resourceName(a))
-		}
-		for _, w := range mustWatch {
-			if !slices.Contains(watched, w) {
-				t.Errorf("%s rolls back on %v; want %s among them", fn, watched, w)
-			}
-		}
-	}
-	for _, name := range []string{"ApiNewVersionErrorsAlarm", "WorkerNewVersionErrorsAlarm"} {
-		var a alarmSpec
-		tpl.props(t, name, &a)
-		fn := strings.TrimSuffix(name, "NewVersionErrorsAlarm") + "Function"
-		want := "FunctionName=" + refPlaceholder(fn) + ",Resource=${" + fn + "}:live,ExecutedVersion=" + getAttPlaceholder(fn, "Version.Version")
-		if a.MetricName != "Errors" || a.dims() != want {
-			t.Errorf("%s watches %s %s; want Errors %s (the version being deployed)", name, a.MetricName, a.dims(), want)
+		d := p.DeploymentPreference
+		if d == nil || d.Type != wantType || d.Role != getAttPlaceholder("CodeDeployRole", "Arn") ||
+			d.Hooks["PreTraffic"] != refPlaceholder("PreTrafficHookFunction") {
+			t.Errorf("%s: DeploymentPreference %+v; want Type %s, the PreTraffic hook and CodeDeployRole", fn, d, wantType)
 		}
 	}
 	if p := tpl.raw.Parameters["DeploymentType"]; p.Default != "Canary10Percent5Minutes" || !slices.Contains(p.AllowedValues, any("AllAtOnce")) {
@@ -438,44 +339,13 @@ func TestVpcModeReachesEveryService(t *testing.T) {
 	}
 }
 
-// CORS: one parameter, answered by API Gateway and passed to the function.
+// CORS: one parameter, answered by API Gateway (as translated:
+// TestCorsTranslatesToAnObject) and passed to the function.
 func TestCorsIsAParameter(t *testing.T) {
 	t.Parallel()
 	tpl := loadTemplate(t)
 	if p := tpl.raw.Parameters["CorsAllowedOrigins"]; p.Type != "CommaDelimitedList" || p.Default != "" {
 		t.Errorf("parameter CorsAllowedOrigins %+v; want an optional CommaDelimitedList", p)
-	}
-	var api struct {
-		CorsConfiguration struct {
-			AllowOrigins  json.RawMessage `json:"AllowOrigins"`
-			AllowHeaders  []string        `json:"AllowHeaders"`
-			ExposeHeaders []string        `json:"ExposeHeaders"`
-			AllowMethods  []string        `json:"AllowMethods"`
-		} `json:"CorsConfiguration"`
-	}
-	tpl.props(t, "HttpApi", &api)
-	c := api.CorsConfiguration
-	if got, want := compactJSON(t, c.AllowOrigins), `{"Fn::If":["HasCors",["${Ref:CorsAllowedOrigins}"],"${Ref:AWS::NoValue}"]}`; got != want {
-		t.Errorf("HttpApi AllowOrigins %s; want %s", got, want)
-	}
-	// API Gateway answers CORS on AWS with the same header fields as the
-	// local server does.
-	lower := func(hs []string) []string {
-		out := make([]string, len(hs))
-		for i, h := range hs {
-			out[i] = strings.ToLower(h)
-		}
-		slices.Sort(out)
-		return out
-	}
-	if got, want := lower(c.AllowHeaders), lower(httpapi.CORSAllowHeaders); !slices.Equal(got, want) {
-		t.Errorf("HttpApi AllowHeaders %v; want those of httpapi %v", got, want)
-	}
-	if got, want := lower(c.ExposeHeaders), lower(httpapi.CORSExposeHeaders); !slices.Equal(got, want) {
-		t.Errorf("HttpApi ExposeHeaders %v; want those of httpapi %v", got, want)
-	}
-	if !slices.Contains(c.AllowMethods, "PATCH") {
-		t.Errorf("HttpApi AllowMethods %v lacks PATCH", c.AllowMethods)
 	}
 	if _, ok := tpl.raw.Conditions["HasCors"]; !ok {
 		t.Error("no HasCors condition")

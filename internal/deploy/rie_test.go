@@ -263,6 +263,7 @@ func localEnv(t testing.TB, candidateDomain string) (map[string]string, localaws
 		"JWT_SECRET":                  strings.Repeat("j", 64),
 		"MAIL_FROM":                   "jobboard <jobs@" + candidateDomain + ">",
 		"VERIFY_EMAIL_URL":            "https://app.example/verify-email",
+		"ACCOUNT_RECOVERY_URL":        "https://app.example/reset-password",
 		"STATUS_EVENTS_QUEUE_URL":     q.URL,
 		"WEBHOOK_EVENTS_QUEUE_URL":    localaws.NewTestQueue(t, 200, 30).URL,
 		"WEBHOOK_SEALING_KEY":         strings.Repeat("w", 64),
@@ -274,6 +275,8 @@ func localEnv(t testing.TB, candidateDomain string) (map[string]string, localaws
 		"AWS_SECRET_ACCESS_KEY":       "test",
 		"AWS_REGION":                  localaws.Region,
 		"AWS_LAMBDA_FUNCTION_TIMEOUT": "30",
+		// As Lambda sets it behind the alias: the metric lines carry it.
+		"AWS_LAMBDA_FUNCTION_VERSION": "7",
 	}, q
 }
 
@@ -286,6 +289,7 @@ func TestFunctionsUnderTheLambdaEmulator(t *testing.T) {
 	rie := rieBinary(t)
 	bins := buildBootstraps(t, tpl)
 	t.Run("sample events", func(t *testing.T) { testSampleEvents(t, rie, bins) })
+	t.Run("deploy hook", func(t *testing.T) { testDeployHook(t, rie, bins) })
 }
 
 // testSampleEvents: each sample event of events/ gets the right answer: the
@@ -370,15 +374,16 @@ func testSampleEvents(t *testing.T, rie string, bins map[string]string) {
 		t.Logf("%s → %d", s.file, resp.StatusCode)
 	}
 
-	// The SQS samples are about application 1, which now exists.
+	// The SQS samples are about application 1, which now exists; all of
+	// them carry one event, which is emailed once.
 	emails := 1
 	for _, s := range []struct {
 		file      string
 		newEmails int
 	}{
 		{"sqs-status-event.json", 1},
-		{"sqs-duplicate-event.json", 1}, // one event delivered twice: one email
-		{"sqs-malformed.json", 2},       // the two good records
+		{"sqs-duplicate-event.json", 0}, // the same event, delivered twice more
+		{"sqs-malformed.json", 0},       // the same event, and a malformed record
 	} {
 		data := readEvent(t, s.file, nil)
 		var in events.SQSEvent
@@ -453,6 +458,10 @@ func testSampleEvents(t *testing.T, rie string, bins map[string]string) {
 		t.Errorf("sweeper: response %s (%v); want a report without failures", body, err)
 	}
 	t.Logf("sweeper report: %s", body)
+
+	// Every metric a rollback alarm reads by version is written by version.
+	checkVersionedMetrics(t, "api", "7", emfLines(t, api.output.String()))
+	checkVersionedMetrics(t, "worker", "7", emfLines(t, worker.output.String()))
 }
 
 // verificationTokenPattern finds the token of the verification link in an

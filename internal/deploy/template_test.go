@@ -47,8 +47,6 @@ func getAttPlaceholder(resource, attr string) string {
 type samTemplate struct {
 	typed *cloudformation.Template
 	raw   rawTemplate
-	// refs are the names that Ref, GetAtt and Sub mention.
-	refs []string
 }
 
 type rawTemplate struct {
@@ -89,7 +87,9 @@ type functionProps struct {
 	Timeout       int             `json:"Timeout"`
 	LoggingConfig json.RawMessage `json:"LoggingConfig"`
 	Environment   struct {
-		Variables map[string]string `json:"Variables"`
+		// Variables are strings, or an intrinsic the raw view keeps
+		// (Fn::If).
+		Variables map[string]any `json:"Variables"`
 	} `json:"Environment"`
 	Policies []any `json:"Policies"`
 	Events   map[string]struct {
@@ -154,7 +154,6 @@ func parseTemplate(t testing.TB, data []byte) *samTemplate {
 	overrides := map[string]intrinsics.IntrinsicHandler{
 		"Ref": func(_ string, input, doc any) any {
 			name, _ := input.(string)
-			tpl.refs = append(tpl.refs, name)
 			if isListParameter(doc, name) {
 				return []any{refPlaceholder(name)}
 			}
@@ -175,7 +174,6 @@ func parseTemplate(t testing.TB, data []byte) *samTemplate {
 				t.Errorf("malformed Fn::GetAtt %v", input)
 				return nil
 			}
-			tpl.refs = append(tpl.refs, parts[0])
 			return getAttPlaceholder(parts[0], parts[1])
 		},
 		"Fn::Sub": func(_ string, input, _ any) any {
@@ -183,9 +181,6 @@ func parseTemplate(t testing.TB, data []byte) *samTemplate {
 			if !ok {
 				t.Errorf("Fn::Sub with a variable map is not supported by these tests: %v", input)
 				return nil
-			}
-			for _, m := range subVar.FindAllStringSubmatch(s, -1) {
-				tpl.refs = append(tpl.refs, strings.SplitN(m[1], ".", 2)[0])
 			}
 			return s
 		},
@@ -216,7 +211,6 @@ func parseTemplate(t testing.TB, data []byte) *samTemplate {
 	tpl.typed = typed
 
 	// The raw view keeps Fn::If as it is, so that conditions can be checked.
-	tpl.refs = nil
 	overrides["Fn::If"] = func(_ string, input, _ any) any { return map[string]any{"Fn::If": input} }
 	processed, err := processYAML(data, &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: overrides})
 	if err != nil {
@@ -340,7 +334,8 @@ func (tpl *samTemplate) functionProps(t *testing.T, name string) functionProps {
 }
 
 // environment is what function name sees: Globals' variables overlaid with
-// its own (SAM merges the two maps).
+// its own (SAM merges the two maps). A value of its own that is an
+// intrinsic (Fn::If) is given as its JSON.
 func (tpl *samTemplate) environment(t *testing.T, name string) map[string]string {
 	t.Helper()
 	env := map[string]string{}
@@ -351,7 +346,11 @@ func (tpl *samTemplate) environment(t *testing.T, name string) map[string]string
 		}
 	}
 	for k, v := range tpl.functionProps(t, name).Environment.Variables {
-		env[k] = v
+		s, ok := v.(string)
+		if !ok {
+			s = compactJSON(t, mustJSON(t, v))
+		}
+		env[k] = s
 	}
 	return env
 }
@@ -438,18 +437,7 @@ func TestFunctionsRunOnProvidedAl2023Arm64(t *testing.T) {
 		}
 	}
 
-	var logging struct {
-		LoggingConfig struct {
-			LogFormat           string `json:"LogFormat"`
-			ApplicationLogLevel string `json:"ApplicationLogLevel"`
-		} `json:"LoggingConfig"`
-	}
-	if err := json.Unmarshal(tpl.raw.Globals.Function, &logging); err != nil {
-		t.Fatalf("decode Globals.Function: %v", err)
-	}
-	if lc := logging.LoggingConfig; lc.LogFormat != "JSON" || lc.ApplicationLogLevel != refPlaceholder("LogLevel") {
-		t.Errorf("Globals LoggingConfig = %+v; want LogFormat JSON, ApplicationLogLevel !Ref LogLevel", lc)
-	}
+	// The log levels, as Lambda applies them: loglevel_test.go.
 	if env := g.Environment; env == nil || env.Variables["LOG_LEVEL"] != refPlaceholder("LogLevel") {
 		t.Errorf("Globals environment does not set LOG_LEVEL from the LogLevel parameter")
 	}
@@ -717,133 +705,6 @@ func stringsOf(v any) []string {
 	return []string{fmt.Sprint(v)}
 }
 
-func TestIAMGrantsNoWildcards(t *testing.T) {
-	t.Parallel()
-	tpl := loadTemplate(t)
-	all := statements(tpl.raw.Document)
-	if len(all) == 0 {
-		t.Fatal("found no IAM statements at all; the walk is broken")
-	}
-	for _, s := range all {
-		if _, ok := s["NotAction"]; ok {
-			t.Errorf("statement %v uses NotAction (grants everything else)", s)
-		}
-		for _, a := range stringsOf(s["Action"]) {
-			if strings.Contains(a, "*") {
-				t.Errorf("statement %v grants the wildcard action %q", s["Sid"], a)
-			}
-		}
-		for _, r := range stringsOf(s["Resource"]) {
-			if r == "*" {
-				t.Errorf("statement %v applies to every resource", s["Sid"])
-			}
-		}
-	}
-	// Every permission is spelled out in this file: no managed policies or
-	// SAM policy templates, whose contents change without a diff here.
-	for _, name := range tpl.functions(t) {
-		for i, p := range tpl.functionProps(t, name).Policies {
-			m, ok := p.(map[string]any)
-			if _, hasStatement := m["Statement"]; !ok || !hasStatement {
-				t.Errorf("%s: Policies[%d] = %v; want an inline policy document", name, i, p)
-			}
-		}
-	}
-}
-
-// grants returns, for function name, the resources of each action its
-// inline policies allow.
-func (tpl *samTemplate) grants(t *testing.T, name string) map[string][]string {
-	t.Helper()
-	out := map[string][]string{}
-	for _, s := range statements(tpl.functionProps(t, name).Policies) {
-		if s["Effect"] != "Allow" {
-			continue
-		}
-		for _, a := range stringsOf(s["Action"]) {
-			out[a] = append(out[a], stringsOf(s["Resource"])...)
-		}
-	}
-	for a := range out {
-		sort.Strings(out[a])
-	}
-	return out
-}
-
-func TestSecretsReachFunctionsOnlyAsARNs(t *testing.T) {
-	t.Parallel()
-	tpl := loadTemplate(t)
-	for _, name := range tpl.functions(t) {
-		env := tpl.environment(t, name)
-		var wantSecrets []string
-		for k, v := range env {
-			upper := strings.ToUpper(k)
-			if strings.HasSuffix(upper, "_SECRET_ARN") {
-				wantSecrets = append(wantSecrets, v)
-				continue
-			}
-			for _, bad := range []string{"SECRET", "PASSWORD", "TOKEN", "DATABASE_URL", "PRIVATE_KEY"} {
-				if strings.Contains(upper, bad) {
-					t.Errorf("%s: environment variable %s looks like a secret value; pass a *_SECRET_ARN instead", name, k)
-				}
-			}
-			if strings.Contains(v, "://") && strings.Contains(v, "@") {
-				t.Errorf("%s: %s = %q carries credentials in a URL", name, k, v)
-			}
-		}
-		sort.Strings(wantSecrets)
-		if got := tpl.grants(t, name)["secretsmanager:GetSecretValue"]; !slices.Equal(got, wantSecrets) {
-			t.Errorf("%s: secretsmanager:GetSecretValue on %v; want exactly the secrets its environment names: %v", name, got, wantSecrets)
-		}
-	}
-
-	var jwt struct {
-		GenerateSecretString struct {
-			PasswordLength     int  `json:"PasswordLength"`
-			ExcludePunctuation bool `json:"ExcludePunctuation"`
-		} `json:"GenerateSecretString"`
-		SecretString any `json:"SecretString"`
-	}
-	tpl.props(t, "JwtSecret", &jwt)
-	if g := jwt.GenerateSecretString; g.PasswordLength < 64 || !g.ExcludePunctuation || jwt.SecretString != nil {
-		t.Errorf("JwtSecret: %+v; want a generated secret of ≥ 64 characters without punctuation, and no SecretString", jwt)
-	}
-	db := tpl.raw.Parameters["DatabaseSecretArn"]
-	if db.Default != nil || !strings.Contains(db.AllowedPattern, "secretsmanager") {
-		t.Errorf("parameter DatabaseSecretArn: Default %v, AllowedPattern %q; want no default and a Secrets Manager ARN pattern", db.Default, db.AllowedPattern)
-	}
-}
-
-func TestFunctionsHaveTheGrantsTheirWorkNeeds(t *testing.T) {
-	t.Parallel()
-	tpl := loadTemplate(t)
-	queueArn := getAttPlaceholder("StatusEventsQueue", "Arn")
-	webhookQueueArn := getAttPlaceholder("WebhookEventsQueue", "Arn")
-	identity := "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/${MailFromIdentity}"
-	configurationSet := "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${MailConfigurationSet}"
-	tests := []struct {
-		function string
-		want     map[string][]string // action → resources, besides GetSecretValue
-	}{
-		{"ApiFunction", map[string][]string{"sqs:SendMessage": {queueArn, webhookQueueArn}}},
-		{"WorkerFunction", map[string][]string{"ses:SendEmail": {configurationSet, identity}, "sqs:ChangeMessageVisibility": {queueArn}}},
-		{"SweeperFunction", map[string][]string{"sqs:SendMessage": {queueArn, webhookQueueArn}}},
-		// The delivery function calls nothing of AWS but its queue (and its
-		// secrets): no SES, no other queue.
-		{"WebhookFunction", map[string][]string{"sqs:ChangeMessageVisibility": {webhookQueueArn}}},
-	}
-	for _, tt := range tests {
-		got := tpl.grants(t, tt.function)
-		delete(got, "secretsmanager:GetSecretValue")
-		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
-			t.Errorf("%s grants %v; want %v", tt.function, got, tt.want)
-		}
-	}
-	if p := tpl.raw.Parameters["MailFromIdentity"]; p.Type != "String" {
-		t.Errorf("parameter MailFromIdentity: %+v; want a String", p)
-	}
-}
-
 func TestVpcIsOptional(t *testing.T) {
 	t.Parallel()
 	tpl := loadTemplate(t)
@@ -1014,26 +875,41 @@ func TestSweeperRunsOnASchedule(t *testing.T) {
 	}
 }
 
+// Every reference of the translated template, for every parameter set,
+// names a parameter, a pseudo parameter or a resource of it (SAM's
+// generated ones included: the versions, aliases and deployment
+// application a SAM template may name).
 func TestEveryReferenceResolves(t *testing.T) {
 	t.Parallel()
-	tpl := loadTemplate(t)
-	if len(tpl.refs) == 0 {
-		t.Fatal("no references recorded; the placeholder handlers did not run")
-	}
 	pseudo := map[string]bool{
 		"AWS::AccountId": true, "AWS::NoValue": true, "AWS::Partition": true, "AWS::Region": true,
 		"AWS::StackName": true, "AWS::StackId": true, "AWS::URLSuffix": true, "AWS::NotificationARNs": true,
 	}
-	for _, r := range tpl.refs {
-		_, isParam := tpl.raw.Parameters[r]
-		_, isResource := tpl.raw.Resources[r]
-		if !isParam && !isResource && !pseudo[r] {
-			t.Errorf("reference to %q, which is neither a parameter, a resource nor a pseudo parameter", r)
+	eachSet(t, func(t *testing.T, set string) {
+		c := translation(t, set)
+		var names []string
+		for _, r := range c.Resources {
+			names = append(names, refNames(map[string]any{"Properties": r.Properties, "UpdatePolicy": r.UpdatePolicy})...)
 		}
-	}
-	for _, out := range []string{"ApiUrl", "StatusEventsQueueUrl", "StatusEventsDLQUrl"} {
-		if _, ok := tpl.raw.Outputs[out]; !ok {
-			t.Errorf("no output %s", out)
+		var outputs any
+		if err := json.Unmarshal(mustJSON(t, c.Outputs), &outputs); err != nil {
+			t.Fatal(err)
 		}
-	}
+		names = append(names, refNames(outputs)...)
+		if len(names) == 0 {
+			t.Fatal("no references found; the walk is broken")
+		}
+		for _, n := range names {
+			_, isParam := c.Parameters[n]
+			_, isResource := c.Resources[n]
+			if !isParam && !isResource && !pseudo[n] {
+				t.Errorf("reference to %q, which is neither a parameter, a resource nor a pseudo parameter", n)
+			}
+		}
+		for _, out := range []string{"ApiUrl", "StatusEventsQueueUrl", "StatusEventsDLQUrl"} {
+			if _, ok := c.Outputs[out]; !ok {
+				t.Errorf("no output %s", out)
+			}
+		}
+	})
 }

@@ -53,7 +53,7 @@ func TestWebhookQueueCoversTheRetryWindow(t *testing.T) {
 	}
 	env := tpl.environment(t, "WebhookFunction")
 	if env["DATABASE_ROLE"] != "jobboard_webhooks" {
-		t.Errorf("WebhookFunction DATABASE_ROLE %q; want jobboard_webhooks, the role of migration 006", env["DATABASE_ROLE"])
+		t.Errorf("WebhookFunction DATABASE_ROLE %q; want jobboard_webhooks, the role of migration 008", env["DATABASE_ROLE"])
 	}
 	if _, ok := env["WEBHOOK_ALLOW_INSECURE"]; ok {
 		t.Error("WebhookFunction sets WEBHOOK_ALLOW_INSECURE: a development setting")
@@ -171,4 +171,6 @@ func TestWebhookFunctionUnderTheLambdaEmulator(t *testing.T) {
 	if len(got) != 1 || webhooktest.Verify(created.Secret, got[0].Header, got[0].Body, time.Now()) != nil {
 		t.Fatalf("the receiver got %d requests (want 1, verifying)", len(got))
 	}
+	// What the rollback alarms read by version is written by version.
+	checkVersionedMetrics(t, "webhooks", "7", emfLines(t, fn.output.String()))
 }

@@ -19,34 +19,37 @@ var nextStatus = map[string]string{
 	"offer":     "hired",
 }
 
-// PrintBanner tells a person what runs where, what the demo data is now, and
-// what to try next.
+// PrintBanner tells a person what runs where (and as which process), where
+// the logs are, what the demo data is now, and what to try next.
 func PrintBanner(w io.Writer, st Stack) {
 	d := st.Demo
 	var b strings.Builder
 	fmt.Fprintf(&b, `
-jobboard is running.
+jobboard is running as PID %[1]d (Ctrl-C here, or kill %[1]d, stops everything).
 
-  API           %[1]s   (OpenAPI: %[1]s/v1/openapi.json)
-  Emails (SES)  %[2]s/   <- every email the worker sends shows up here
-  SQS           %[3]s   queue %[4]s
-                dead letters: %[5]s
-  Database      %[6]s
-
-Demo: employer %[7]s and candidate %[8]s, password %[9]q;
-company %[10]d, job %[11]d (%[12]s), application %[13]d, now %[14]s`,
-		st.APIURL, st.SESEndpoint, st.SQSEndpoint, st.QueueURL, st.DLQURL, st.Database,
-		d.EmployerEmail, d.CandidateEmail, d.Password, d.CompanyID, d.JobID, d.JobTitle, d.ApplicationID, d.Status)
+  API           %[2]s   (OpenAPI: %[2]s/v1/openapi.json)
+  Emails (SES)  %[3]s/   <- every email the worker sends; as JSON: %[3]s/store
+  SQS           %[4]s   queue %[5]s
+                dead letters: %[6]s
+  Database      %[7]s
+`, st.PID, st.APIURL, st.SESEndpoint, st.SQSEndpoint, st.QueueURL, st.DLQURL, st.Database)
+	if st.LogFile != "" {
+		fmt.Fprintf(&b, "  Logs          %[1]s   (tail -f %[1]s)\n", st.LogFile)
+	}
+	fmt.Fprintf(&b, `
+Demo: employer %s and candidate %s, password %q;
+company %d, job %d (%s), application %d, now %s (version %d)`,
+		d.EmployerEmail, d.CandidateEmail, d.Password, d.CompanyID, d.JobID, d.JobTitle, d.ApplicationID, d.Status, d.Version)
 	if d.Applications > 1 {
-		fmt.Fprintf(&b, " (the candidate has %d applications)", d.Applications)
+		fmt.Fprintf(&b, "; the candidate has %d applications", d.Applications)
 	}
 	b.WriteString(".\n\nTry:\n")
 	fmt.Fprintf(&b, "  curl -s '%s/v1/jobs?q=go+engineer'\n", st.APIURL)
-	fmt.Fprintf(&b, "  EMPLOYER=$(curl -s -XPOST %s/v1/auth/login -d '{\"email\":\"%s\",\"password\":\"%s\"}' | sed 's/.*\"token\":\"\\([^\"]*\\)\".*/\\1/')\n",
+	fmt.Fprintf(&b, "  EMPLOYER=$(curl -s -XPOST %s/v1/auth/login -d '{\"email\":\"%s\",\"password\":\"%s\"}' | jq -r .token)\n",
 		st.APIURL, d.EmployerEmail, d.Password)
 	if next, ok := nextStatus[d.Status]; ok {
-		fmt.Fprintf(&b, "  curl -s -XPATCH %s/v1/applications/%d -H \"Authorization: Bearer $EMPLOYER\" -d '{\"status\":\"%s\"}'\n",
-			st.APIURL, d.ApplicationID, next)
+		fmt.Fprintf(&b, "  curl -s -XPATCH %s/v1/applications/%d -H \"Authorization: Bearer $EMPLOYER\" -H 'If-Match: \"%d\"' -d '{\"status\":\"%s\"}'\n",
+			st.APIURL, d.ApplicationID, d.Version, next)
 		fmt.Fprintf(&b, "  curl -s %s/v1/applications/%d/history -H \"Authorization: Bearer $EMPLOYER\"\n", st.APIURL, d.ApplicationID)
 		fmt.Fprintf(&b, "  then open %s/ to see the candidate's email.\n", st.SESEndpoint)
 	} else {
@@ -59,16 +62,13 @@ company %[10]d, job %[11]d (%[12]s), application %[13]d, now %[14]s`,
 		state = " DEV_STATE=" + st.StateFile
 	}
 	fmt.Fprintf(&b, `
-Against this stack, from another terminal:
-  make invoke%[1]s FUNCTION=ApiFunction EVENT=events/api-change-status.json   (any sample in events/)
+The whole flow with accounts of your own (register, verify, post a job, apply,
+move the application on, see the email): README.md, "First ten minutes".
+
+Against this stack, from another terminal (what each sample does, on a first
+and a second run: docs/development.md, "Sample events"):
+  make invoke%[1]s FUNCTION=ApiFunction EVENT=events/api-change-status.json
   make poison%[1]s   (a malformed message on the queue, watched until it reaches the dead letters)
-
-Status emails go only to verified addresses (the demo accounts are). A new
-account gets a verification email: open %[2]s/, copy the token
-from its link (...verify-email?token=...), and post it:
-  curl -s -XPOST %[3]s/v1/auth/verify-email -d '{"token":"<token>"}'
-
-Ctrl-C stops everything.
-`, state, st.SESEndpoint, st.APIURL)
+`, state)
 	_, _ = io.WriteString(w, b.String())
 }

@@ -31,9 +31,10 @@ type Demo struct {
 	JobID         int64
 	JobTitle      string
 	ApplicationID int64
-	// Status is the application's status now: an earlier run of the stack
-	// (or `make invoke`) may have moved it on.
-	Status string
+	// Status and Version are the application's status and version now: an
+	// earlier run of the stack (or `make invoke`) may have moved it on.
+	Status  string
+	Version int64
 	// Applications is how many applications the candidate has.
 	Applications int
 }
@@ -85,8 +86,9 @@ func seedDemo(ctx context.Context, api, ses string) (Demo, error) {
 	}
 	d.ApplicationID, d.Applications = first, count
 	var app struct {
-		JobID  int64  `json:"job_id"`
-		Status string `json:"status"`
+		JobID   int64  `json:"job_id"`
+		Status  string `json:"status"`
+		Version int64  `json:"version"`
 	}
 	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/applications/%d", first), d.CandidateToken, nil, http.StatusOK, &app); err != nil {
 		return d, err
@@ -98,7 +100,7 @@ func seedDemo(ctx context.Context, api, ses string) (Demo, error) {
 	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/jobs/%d", app.JobID), d.EmployerToken, nil, http.StatusOK, &job); err != nil {
 		return d, err
 	}
-	d.JobID, d.Status, d.CompanyID, d.JobTitle = app.JobID, app.Status, job.CompanyID, job.Title
+	d.JobID, d.Status, d.Version, d.CompanyID, d.JobTitle = app.JobID, app.Status, app.Version, job.CompanyID, job.Title
 	return d, nil
 }
 
@@ -176,18 +178,22 @@ type created struct {
 // client is a JSON client of the API, with the demo's requests.
 type client struct{ *apiclient.Client }
 
-// signUp registers an account, or signs in when it exists, and returns a token.
+// signUp signs in to an account, or registers it when it does not exist,
+// and returns a token. It signs in first: a registration that finds the
+// address taken counts as a failed attempt of the client (see
+// docs/security.md), and restarts over the same database would pile them
+// up.
 func (c client) signUp(ctx context.Context, email, name, role string) (string, error) {
 	var out struct {
 		Token string `json:"token"`
 	}
-	err := c.Do(ctx, http.MethodPost, "/v1/auth/register", "", map[string]any{
-		"email": email, "password": demoPassword, "name": name, "role": role,
-	}, http.StatusCreated, &out)
-	if se := (*apiclient.StatusError)(nil); errors.As(err, &se) && se.Got == http.StatusConflict {
-		err = c.Do(ctx, http.MethodPost, "/v1/auth/login", "", map[string]any{
-			"email": email, "password": demoPassword,
-		}, http.StatusOK, &out)
+	err := c.Do(ctx, http.MethodPost, "/v1/auth/login", "", map[string]any{
+		"email": email, "password": demoPassword,
+	}, http.StatusOK, &out)
+	if se := (*apiclient.StatusError)(nil); errors.As(err, &se) && se.Got == http.StatusUnauthorized {
+		err = c.Do(ctx, http.MethodPost, "/v1/auth/register", "", map[string]any{
+			"email": email, "password": demoPassword, "name": name, "role": role,
+		}, http.StatusCreated, &out)
 	}
 	return out.Token, err
 }

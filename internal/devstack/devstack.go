@@ -50,7 +50,11 @@ type Config struct {
 	Queue QueueSettings
 	// SweepInterval is how often the local sweeper runs.
 	SweepInterval time.Duration
-	// Out receives the children's logs and the banner.
+	// LogFile, if set, receives the logs of the api, worker and sweeper
+	// (created, or emptied first), so that a person's terminal shows only
+	// the banner; otherwise they go to Out.
+	LogFile string
+	// Out receives the children's logs when LogFile is empty.
 	Out io.Writer
 	// StateFile, if set, is where the running stack's State is written
 	// (and removed from when the stack stops), for `make invoke` and `make
@@ -72,10 +76,14 @@ type Stack struct {
 	SESEndpoint string
 	QueueURL    string
 	DLQURL      string
-	// Database is the database's name; StateFile where the state is.
+	// Database is the database's name; StateFile where the state is;
+	// LogFile where the processes' logs are (empty: Config.Out).
 	Database  string
 	StateFile string
-	Demo      Demo
+	LogFile   string
+	// PID is the process that runs the stack: stopping it stops everything.
+	PID  int
+	Demo Demo
 	// Env is the functions' environment, NAME=value.
 	Env []string
 }
@@ -97,16 +105,28 @@ func (st Stack) State() State {
 		EmployerEmail:  st.Demo.EmployerEmail,
 		CandidateEmail: st.Demo.CandidateEmail,
 		Password:       st.Demo.Password,
-		PID:            os.Getpid(),
+		PID:            st.PID,
 	}
 }
 
-// VerifyEmailURL is the page a local verification link opens: a front end
-// developed against the stack.
-const VerifyEmailURL = "http://localhost:3000/verify-email"
+// VerifyEmailURL and PasswordResetURL are the pages that local
+// verification and password reset links open: a front end developed
+// against the stack.
+const (
+	VerifyEmailURL   = "http://localhost:3000/verify-email"
+	PasswordResetURL = "http://localhost:3000/reset-password"
+)
 
 // MailFrom is the sender address of the local stack's emails.
 const MailFrom = "jobs@jobboard.localhost"
+
+// The ports `make dev` uses unless told otherwise (PORT, SQS_PORT,
+// SES_PORT); the README's first ten minutes name the API's and SES's.
+const (
+	DefaultAPIPort = 8080
+	DefaultSQSPort = 4566
+	DefaultSESPort = 8005
+)
 
 // Run starts the stack, calls ready once everything answers and the demo is
 // seeded, and runs until ctx is done; then it stops everything it started.
@@ -163,6 +183,8 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		DLQURL:      dlqURL,
 		Database:    cfg.Database,
 		StateFile:   cfg.StateFile,
+		LogFile:     cfg.LogFile,
+		PID:         os.Getpid(),
 	}
 	st.Env = []string{
 		"DATABASE_URL=" + dbURL,
@@ -175,10 +197,11 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		"WEBHOOK_SEALING_KEY=" + randomSecret(),
 		"WEBHOOK_ALLOW_INSECURE=true",
 		"MAIL_FROM=" + MailFrom,
-		// The front end a verification link opens; set here too (the
-		// worker's local default is the same) so that `make invoke` runs
-		// the worker in its Lambda mode, where the setting is required.
+		// The front end a verification or reset link opens; set here too
+		// (the worker's local defaults are the same) so that `make invoke`
+		// runs the worker in its Lambda mode, where they are required.
 		"VERIFY_EMAIL_URL=" + VerifyEmailURL,
+		"ACCOUNT_RECOVERY_URL=" + PasswordResetURL,
 		"LOG_LEVEL=INFO",
 		"AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=local",
@@ -189,8 +212,17 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		"SWEEP_INTERVAL=" + cfg.SweepInterval.String(),
 	}
 
+	logs := cfg.Out
+	if cfg.LogFile != "" {
+		f, err := createLogFile(cfg.LogFile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logs = f
+	}
 	// The others wait for the API: the demo is seeded through it.
-	children := newGroup(cfg.Out, cancel)
+	children := newGroup(logs, cancel)
 	defer children.stop()
 	if err := children.start(ctx, "api", filepath.Join(cfg.BinDir, "api"), st.Env); err != nil {
 		return err
@@ -215,9 +247,24 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 	ready(st)
 	<-ctx.Done()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if cfg.LogFile != "" {
+			return fmt.Errorf("%w (the processes' logs are in %s)", err, cfg.LogFile)
+		}
 		return err
 	}
 	return nil
+}
+
+// createLogFile creates (or empties) the file at path, and its folder.
+func createLogFile(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create the log file: %w", err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create the log file: %w", err)
+	}
+	return f, nil
 }
 
 // FreePorts asks the kernel for n different free loopback ports. It holds

@@ -1,11 +1,14 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +19,13 @@ import (
 )
 
 // The stack of `make dev`, end to end: a status change through the API
-// reaches the candidate as exactly one email, and stopping the stack leaves
-// nothing running.
+// reaches the candidate as exactly one email, the processes' logs go to the
+// log file and nowhere else, and stopping the stack leaves nothing running.
 func TestStackEmailsOnceAndStopsCleanly(t *testing.T) {
 	cfg := testConfig(t, buildFunctions(t), pgtest.NewURL(t))
+	var terminal bytes.Buffer
+	cfg.Out = &terminal
+	cfg.LogFile = filepath.Join(t.TempDir(), "logs", "dev.log")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -57,7 +63,6 @@ func TestStackEmailsOnceAndStopsCleanly(t *testing.T) {
 
 	// Wait for the email, then for the queue to be drained (the message
 	// deleted), and only then count: a second email would have to come
-	// from a message that is no longer there.
 	// from a message that is no longer there. The first email is the
 	// verification link the demo followed.
 	pollEmails(t, st.SESEndpoint, st.Demo.CandidateEmail, 2)
@@ -84,6 +89,18 @@ func TestStackEmailsOnceAndStopsCleanly(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Run did not stop within a minute of cancel")
+	}
+	logs, err := os.ReadFile(cfg.LogFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"api     | {", "worker  | {", "sweeper | {", `"msg":"status email sent"`} {
+		if !bytes.Contains(logs, []byte(want)) {
+			t.Errorf("the log file lacks %q:\n%s", want, logs)
+		}
+	}
+	if terminal.Len() > 0 {
+		t.Errorf("with a log file, the processes still wrote to the terminal:\n%s", terminal.String())
 	}
 	for _, addr := range []string{st.APIURL, st.SQSEndpoint, st.SESEndpoint} {
 		host := strings.TrimPrefix(addr, "http://")

@@ -24,40 +24,60 @@ import (
 var placeholder = regexp.MustCompile(`\{\{([a-z_]+)\}\}`)
 
 // FillEvent replaces the placeholders of a sample event from events/:
-// {{occurred_at}} with now (the worker refuses events older than the claim
-// retention), and {{employer_token}} and {{candidate_token}} with tokens of
-// the stack's demo accounts, signed in through its API. Errors: a
+// {{employer_token}} and {{candidate_token}} with tokens of the stack's demo
+// accounts, signed in through its API, and {{occurred_at}} with the time the
+// demo candidate registered. That time is the same on every run against one
+// database, so a sample sent twice is one event delivered twice (the worker
+// skips it as a duplicate), not a second payload under the same event id;
+// and it is recent enough for the worker, which refuses events older than
+// the claim retention, unless the demo itself is that old. Errors: a
 // placeholder it does not know, or a failed sign-in.
-func FillEvent(ctx context.Context, st State, event []byte, now time.Time) ([]byte, error) {
-	values := map[string]string{"occurred_at": now.UTC().Format(time.RFC3339)}
-	c := client{&apiclient.Client{BaseURL: st.APIURL}}
-	for name, email := range map[string]string{"employer_token": st.EmployerEmail, "candidate_token": st.CandidateEmail} {
-		if !bytes.Contains(event, []byte("{{"+name+"}}")) {
-			continue
-		}
-		var out struct {
-			Token string `json:"token"`
-		}
-		if err := c.Do(ctx, http.MethodPost, "/v1/auth/login", "", map[string]any{"email": email, "password": st.Password}, http.StatusOK, &out); err != nil {
-			return nil, fmt.Errorf("sign in as the demo's %s for {{%s}}: %w", email, name, err)
-		}
-		values[name] = out.Token
+func FillEvent(ctx context.Context, st State, event []byte) ([]byte, error) {
+	// Each placeholder and the demo account whose sign-in fills it.
+	accounts := map[string]string{
+		"employer_token":  st.EmployerEmail,
+		"candidate_token": st.CandidateEmail,
+		"occurred_at":     st.CandidateEmail,
 	}
 	var unknown []string
-	filled := placeholder.ReplaceAllFunc(event, func(m []byte) []byte {
-		name := string(placeholder.FindSubmatch(m)[1])
-		v, ok := values[name]
-		if !ok {
-			unknown = append(unknown, name)
-			return m
+	for _, m := range placeholder.FindAllSubmatch(event, -1) {
+		if _, ok := accounts[string(m[1])]; !ok {
+			unknown = append(unknown, string(m[1]))
 		}
-		return []byte(v)
-	})
+	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
 		return nil, fmt.Errorf("the event has placeholders that cannot be filled: %v", slices.Compact(unknown))
 	}
-	return filled, nil
+
+	c := client{&apiclient.Client{BaseURL: st.APIURL}}
+	type session struct {
+		Token string `json:"token"`
+		User  struct {
+			CreatedAt time.Time `json:"created_at"`
+		} `json:"user"`
+	}
+	sessions := map[string]session{}
+	values := map[string]string{}
+	for name, email := range accounts {
+		if !bytes.Contains(event, []byte("{{"+name+"}}")) {
+			continue
+		}
+		s, ok := sessions[email]
+		if !ok {
+			if err := c.Do(ctx, http.MethodPost, "/v1/auth/login", "", map[string]any{"email": email, "password": st.Password}, http.StatusOK, &s); err != nil {
+				return nil, fmt.Errorf("sign in as the demo's %s for {{%s}}: %w", email, name, err)
+			}
+			sessions[email] = s
+		}
+		values[name] = s.Token
+		if name == "occurred_at" {
+			values[name] = s.User.CreatedAt.UTC().Format(time.RFC3339)
+		}
+	}
+	return placeholder.ReplaceAllFunc(event, func(m []byte) []byte {
+		return []byte(values[string(placeholder.FindSubmatch(m)[1])])
+	}), nil
 }
 
 // ErrFunction means the function answered with an error

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -122,11 +124,12 @@ func makeTarget(t *testing.T, target string, vars ...string) (stdout, stderr str
 }
 
 // The local loop, end to end against one stack on free ports: `make
-// invoke` with every sample event in events/ gets the answer the sample is
-// about (the API samples with the demo accounts' tokens, on the ids the
-// demo gives a fresh database), under the template's memory size; `make
-// poison` sees a malformed message reach the DLQ within a minute; and a
-// second start over the same database prints the data as it now is.
+// invoke` with every sample event in events/, top to bottom and then again,
+// gets the answers docs/development.md promises for a first and a second
+// run (the API samples with the demo accounts' tokens, on the ids the demo
+// gives a fresh database), under the template's memory size; `make poison`
+// sees a malformed message reach the DLQ within a minute; and a second
+// start over the same database prints the data as it now is.
 func TestLocalLoop(t *testing.T) {
 	bin := buildFunctions(t)
 	dbURL := pgtest.NewURL(t)
@@ -134,12 +137,13 @@ func TestLocalLoop(t *testing.T) {
 	st, stop := startStack(t, cfg)
 
 	d := st.Demo
-	if d.CompanyID != 1 || d.JobID != 2 || d.ApplicationID != 1 || d.Status != "submitted" || d.Applications != 1 {
-		t.Fatalf("demo on a fresh database: %+v; the samples in events/ need company 1, the application 1 (submitted) on job 2, job 1 open", d)
+	if d.CompanyID != 1 || d.JobID != 2 || d.ApplicationID != 1 || d.Status != "submitted" || d.Version != 1 || d.Applications != 1 {
+		t.Fatalf("demo on a fresh database: %+v; the samples in events/ need company 1, the application 1 (submitted, version 1) on job 2, job 1 open", d)
 	}
 	var banner bytes.Buffer
 	PrintBanner(&banner, st)
-	for _, want := range []string{"application 1, now submitted", `{"status":"reviewing"}`, "make invoke DEV_STATE=" + cfg.StateFile} {
+	for _, want := range []string{"application 1, now submitted (version 1)", `-H 'If-Match: "1"' -d '{"status":"reviewing"}'`,
+		"make invoke DEV_STATE=" + cfg.StateFile, fmt.Sprintf("PID %d", os.Getpid())} {
 		if !strings.Contains(banner.String(), want) {
 			t.Errorf("banner lacks %q:\n%s", want, banner.String())
 		}
@@ -147,7 +151,7 @@ func TestLocalLoop(t *testing.T) {
 
 	invokeDir := t.TempDir()
 	vars := []string{"DEV_STATE=" + cfg.StateFile, "INVOKE_DIR=" + invokeDir}
-	invoke := func(t *testing.T, function, event string) []byte {
+	invoke := func(t *testing.T, function, event string) (answer []byte, log string) {
 		t.Helper()
 		stdout, stderr, err := makeTarget(t, "invoke", append(vars, "FUNCTION="+function, "EVENT=events/"+event)...)
 		if err != nil {
@@ -160,88 +164,83 @@ func TestLocalLoop(t *testing.T) {
 		if want := "Memory Size: " + strconv.Itoa(fs.MemorySize) + " MB"; !strings.Contains(stderr, want) {
 			t.Errorf("the emulator's report does not say %q (the template's):\n%s", want, stderr)
 		}
-		return []byte(strings.TrimSpace(stdout))
+		return []byte(strings.TrimSpace(stdout)), stderr
 	}
 
-	t.Run("API samples", func(t *testing.T) {
-		for _, s := range []struct {
-			event  string
-			status int
-		}{
-			{"api-list-jobs.json", http.StatusOK},
-			{"api-apply.json", http.StatusCreated},    // job 1, as the candidate
-			{"api-change-status.json", http.StatusOK}, // application 1 → reviewing, as the employer
-		} {
-			var resp events.APIGatewayV2HTTPResponse
-			answer := invoke(t, "ApiFunction", s.event)
-			if err := json.Unmarshal(answer, &resp); err != nil || resp.StatusCode != s.status {
-				t.Errorf("%s: answer %s (%v); want status %d", s.event, answer, err, s.status)
-			}
-		}
-	})
-
-	t.Run("SQS samples", func(t *testing.T) {
-		for _, event := range []string{"sqs-status-event.json", "sqs-duplicate-event.json", "sqs-malformed.json"} {
-			raw, err := os.ReadFile(filepath.Join(repoRoot, "events", event))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var in events.SQSEvent
-			if err := json.Unmarshal(raw, &in); err != nil {
-				t.Fatal(err)
-			}
-			var wantFailed []string
-			eventIDs := map[string]bool{}
-			for _, r := range in.Records {
-				var body struct {
-					EventID string `json:"event_id"`
+	// Every good record of the SQS samples carries the one event of
+	// application 1's move to reviewing: the first delivery sends it,
+	// every later one is a duplicate.
+	eventSent := false
+	for run, apiStatus := range []map[string]int{
+		{"api-list-jobs.json": http.StatusOK, "api-apply.json": http.StatusCreated, "api-change-status.json": http.StatusOK},
+		{"api-list-jobs.json": http.StatusOK, "api-apply.json": http.StatusConflict, "api-change-status.json": http.StatusPreconditionFailed},
+	} {
+		t.Run(fmt.Sprintf("run %d", run+1), func(t *testing.T) {
+			for _, event := range []string{"api-list-jobs.json", "api-apply.json", "api-change-status.json"} {
+				var resp events.APIGatewayV2HTTPResponse
+				answer, _ := invoke(t, "ApiFunction", event)
+				if err := json.Unmarshal(answer, &resp); err != nil || resp.StatusCode != apiStatus[event] {
+					t.Errorf("%s: answer %s (%v); want status %d", event, answer, err, apiStatus[event])
 				}
-				if json.Unmarshal([]byte(r.Body), &body) != nil || body.EventID == "" {
-					wantFailed = append(wantFailed, r.MessageId)
-					continue
+			}
+			for _, event := range []string{"sqs-status-event.json", "sqs-duplicate-event.json", "sqs-malformed.json"} {
+				in := readSQSSample(t, event)
+				want := map[string]string{} // message id → outcome
+				var wantFailed []string
+				for _, r := range in.Records {
+					switch {
+					case sampleEventID(r.Body) == "":
+						want[r.MessageId] = "malformed"
+						wantFailed = append(wantFailed, r.MessageId)
+					case !eventSent:
+						want[r.MessageId], eventSent = "sent", true
+					default:
+						want[r.MessageId] = "duplicate"
+					}
 				}
-				eventIDs[body.EventID] = true
+				answer, log := invoke(t, "WorkerFunction", event)
+				var out events.SQSEventResponse
+				if err := json.Unmarshal(answer, &out); err != nil {
+					t.Fatalf("%s: answer %s is not a batch response: %v", event, answer, err)
+				}
+				var failed []string
+				for _, f := range out.BatchItemFailures {
+					failed = append(failed, f.ItemIdentifier)
+				}
+				sort.Strings(failed)
+				sort.Strings(wantFailed)
+				if !slices.Equal(failed, wantFailed) {
+					t.Errorf("%s: batchItemFailures %v; want %v", event, failed, wantFailed)
+				}
+				if got := recordOutcomes(log); !maps.Equal(got, want) {
+					t.Errorf("%s: outcomes by message %v; want %v\n%s", event, got, want, log)
+				}
+				// A failed record's WARN is explained where it appears.
+				if len(wantFailed) > 0 && (!strings.Contains(log, "ReceiptHandleIsInvalid") || !strings.Contains(log, "never handed out by the local queue")) {
+					t.Errorf("%s: the log does not show and explain the refused ChangeMessageVisibility:\n%s", event, log)
+				}
 			}
-			var out events.SQSEventResponse
-			answer := invoke(t, "WorkerFunction", event)
-			if err := json.Unmarshal(answer, &out); err != nil {
-				t.Fatalf("%s: answer %s is not a batch response: %v", event, answer, err)
-			}
-			var failed []string
-			for _, f := range out.BatchItemFailures {
-				failed = append(failed, f.ItemIdentifier)
-			}
-			sort.Strings(failed)
-			sort.Strings(wantFailed)
-			if !slices.Equal(failed, wantFailed) {
-				t.Errorf("%s: batchItemFailures %v; want %v", event, failed, wantFailed)
-			}
-			// Each event of the sample emailed the demo candidate once.
+			// The samples' event emailed the demo candidate once, in all.
 			emails, err := localaws.EmailsTo(context.Background(), st.SESEndpoint, d.CandidateEmail)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for id := range eventIDs {
-				n := 0
-				for _, e := range emails {
-					if e.Header(mail.EventIDHeader) == id {
-						n++
-					}
-				}
-				if n != 1 {
-					t.Errorf("%s: %d emails for event %s; want 1", event, n, id)
+			n := 0
+			for _, e := range emails {
+				if e.Header(mail.EventIDHeader) == sampleEventID(readSQSSample(t, "sqs-status-event.json").Records[0].Body) {
+					n++
 				}
 			}
-		}
-	})
-
-	t.Run("sweeper sample", func(t *testing.T) {
-		var report map[string]any
-		answer := invoke(t, "SweeperFunction", "sweeper-schedule.json")
-		if err := json.Unmarshal(answer, &report); err != nil || report["failed"] != 0.0 {
-			t.Errorf("sweeper answer %s (%v); want a report without failures", answer, err)
-		}
-	})
+			if n != 1 {
+				t.Errorf("%d emails for the samples' event; want 1", n)
+			}
+			var report map[string]any
+			answer, _ := invoke(t, "SweeperFunction", "sweeper-schedule.json")
+			if err := json.Unmarshal(answer, &report); err != nil || report["failed"] != 0.0 {
+				t.Errorf("sweeper answer %s (%v); want a report without failures", answer, err)
+			}
+		})
+	}
 
 	t.Run("poison reaches the DLQ", func(t *testing.T) {
 		start := time.Now()
@@ -277,15 +276,54 @@ func TestLocalLoop(t *testing.T) {
 	t.Run("second start shows the data as it is", func(t *testing.T) {
 		again, _ := startStack(t, testConfig(t, bin, dbURL))
 		d := again.Demo
-		if d.ApplicationID != 1 || d.JobID != 2 || d.Status != "reviewing" || d.Applications != 2 {
-			t.Errorf("demo on the second start: %+v; want application 1 on job 2, now reviewing, of 2", d)
+		if d.ApplicationID != 1 || d.JobID != 2 || d.Status != "reviewing" || d.Version != 2 || d.Applications != 2 {
+			t.Errorf("demo on the second start: %+v; want application 1 on job 2, now reviewing at version 2, of 2", d)
 		}
 		var banner bytes.Buffer
 		PrintBanner(&banner, again)
-		for _, want := range []string{"application 1, now reviewing", "the candidate has 2 applications", `{"status":"interview"}`} {
+		for _, want := range []string{"application 1, now reviewing (version 2)", "the candidate has 2 applications", `-H 'If-Match: "2"' -d '{"status":"interview"}'`} {
 			if !strings.Contains(banner.String(), want) {
 				t.Errorf("banner on the second start lacks %q:\n%s", want, banner.String())
 			}
 		}
 	})
+}
+
+// readSQSSample reads events/NAME as an SQS event.
+func readSQSSample(t *testing.T, name string) events.SQSEvent {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "events", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in events.SQSEvent
+	if err := json.Unmarshal(raw, &in); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return in
+}
+
+// sampleEventID is the event_id of a sample record's body, "" if it has none.
+func sampleEventID(body string) string {
+	var ev struct {
+		EventID string `json:"event_id"`
+	}
+	_ = json.Unmarshal([]byte(body), &ev)
+	return ev.EventID
+}
+
+// recordOutcomes reads the worker's JSON log lines in a function's output:
+// the outcome of each record, by message id.
+func recordOutcomes(log string) map[string]string {
+	got := map[string]string{}
+	for _, line := range strings.Split(log, "\n") {
+		var l struct {
+			MessageID string `json:"message_id"`
+			Outcome   string `json:"outcome"`
+		}
+		if i := strings.IndexByte(line, '{'); i >= 0 && json.Unmarshal([]byte(line[i:]), &l) == nil && l.MessageID != "" && l.Outcome != "" {
+			got[l.MessageID] = l.Outcome
+		}
+	}
+	return got
 }

@@ -1,6 +1,10 @@
 // Package emf writes CloudWatch Embedded Metric Format lines: JSON log lines
 // that CloudWatch Logs turns into metric data points, with no API call from
 // the function. In Lambda the function's standard output is the log stream.
+//
+// A line has no "level" member, so Lambda's log-level filter counts it as
+// INFO (template.yaml keeps that filter at INFO or DEBUG, so that no
+// setting drops the metrics).
 package emf
 
 import (
@@ -45,7 +49,30 @@ type definition struct {
 // dimension Service=service, stamped now. A failed write is not worth
 // failing the work it reports on, so it is ignored.
 func Write(w io.Writer, service string, now time.Time, metrics ...Metric) {
+	write(w, service, "", now, metrics)
+}
+
+// VersionDimension is the dimension that WriteByVersion adds: the version
+// of the function that wrote the line, as Lambda names it
+// (AWS_LAMBDA_FUNCTION_VERSION: "7", or "$LATEST"). A rollback alarm reads
+// the metrics of the version being deployed by it.
+const VersionDimension = "FunctionVersion"
+
+// WriteByVersion writes one line like Write whose metrics CloudWatch also
+// records by version: under the dimensions Service and FunctionVersion as
+// well as under Service alone. An empty version (outside Lambda) writes
+// what Write does.
+func WriteByVersion(w io.Writer, service, version string, now time.Time, metrics ...Metric) {
+	write(w, service, version, now, metrics)
+}
+
+func write(w io.Writer, service, version string, now time.Time, metrics []Metric) {
 	line := map[string]any{"Service": service}
+	dimensions := [][]string{{"Service"}}
+	if version != "" {
+		line[VersionDimension] = version
+		dimensions = append(dimensions, []string{"Service", VersionDimension})
+	}
 	defs := make([]definition, len(metrics))
 	for i, m := range metrics {
 		defs[i] = definition{Name: m.Name, Unit: m.Unit}
@@ -55,7 +82,7 @@ func Write(w io.Writer, service string, now time.Time, metrics ...Metric) {
 		Timestamp: now.UnixMilli(),
 		CloudWatchMetrics: []directive{{
 			Namespace:  Namespace,
-			Dimensions: [][]string{{"Service"}},
+			Dimensions: dimensions,
 			Metrics:    defs,
 		}},
 	}

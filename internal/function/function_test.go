@@ -18,17 +18,19 @@ func env(m map[string]string) func(string) string {
 func TestLoadDefaults(t *testing.T) {
 	t.Parallel()
 	s, err := function.Load(env(nil))
-	if err != nil || s.Lambda || s.LogLevel.String() != "INFO" {
-		t.Errorf("Load(empty) = Lambda %v, level %v, %v; want local, INFO", s.Lambda, s.LogLevel, err)
+	if err != nil || s.Lambda || s.LogLevel.String() != "INFO" || s.Version != "" {
+		t.Errorf("Load(empty) = Lambda %v, level %v, version %q, %v; want local, INFO, none", s.Lambda, s.LogLevel, s.Version, err)
 	}
 }
 
 func TestLoadReadsTheEnvironment(t *testing.T) {
 	t.Parallel()
 	s, err := function.Load(env(map[string]string{
-		"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "LOG_LEVEL": "DEBUG", "AWS_REGION": "eu-west-1"}))
-	if err != nil || !s.Lambda || s.LogLevel.String() != "DEBUG" || s.AWS.Region != "eu-west-1" {
-		t.Errorf("Load = Lambda %v, level %v, region %q, %v; want Lambda, DEBUG, eu-west-1", s.Lambda, s.LogLevel, s.AWS.Region, err)
+		"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "LOG_LEVEL": "DEBUG", "AWS_REGION": "eu-west-1",
+		"AWS_LAMBDA_FUNCTION_VERSION": "12"}))
+	if err != nil || !s.Lambda || s.LogLevel.String() != "DEBUG" || s.AWS.Region != "eu-west-1" || s.Version != "12" {
+		t.Errorf("Load = Lambda %v, level %v, region %q, version %q, %v; want Lambda, DEBUG, eu-west-1, 12",
+			s.Lambda, s.LogLevel, s.AWS.Region, s.Version, err)
 	}
 }
 

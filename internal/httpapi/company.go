@@ -34,6 +34,9 @@ func (s *server) company(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := noQueryParameters(r); err != nil {
+		return err
+	}
 	_, signedIn, err := s.optionalActor(r)
 	if err != nil {
 		return err

@@ -72,6 +72,8 @@ func FuzzRequestBody(f *testing.F) {
 		decodeFuzzed[jobboard.NewJob](t, body)
 		decodeFuzzed[jobboard.NewApplication](t, body)
 		decodeFuzzed[jobboard.NewCompany](t, body)
+		decodeFuzzed[jobboard.PasswordResetRequest](t, body)
+		decodeFuzzed[jobboard.PasswordReset](t, body)
 		for _, v := range []any{&jobboard.Credentials{}, &statusChange{}} {
 			r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 			if err := decodeJSON(httptest.NewRecorder(), r, v); err != nil {

@@ -82,9 +82,10 @@ func newAPIOn(t *testing.T, db *pgtest.DB, adjust ...func(*httpapi.Config)) *api
 	logs := &logBuffer{}
 	cfg := httpapi.Config{
 		Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db, Idempotency: db,
-		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		TokenKey: testKey,
-		Password: cheapPasswords,
+		Logger:        slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		TokenKey:      testKey,
+		Password:      cheapPasswords,
+		ClientAddress: testClientAddress,
 	}
 	for _, f := range adjust {
 		f(&cfg)
@@ -148,6 +149,19 @@ func bearer(token string) reqOption {
 
 func header(k, v string) reqOption {
 	return func(r *http.Request) { r.Header.Set(k, v) }
+}
+
+// testClientHeader names the client a test request comes from (see from):
+// the servers under test take it as the address API Gateway would give.
+const testClientHeader = "X-Test-Client"
+
+// testClientAddress is the servers' Config.ClientAddress: the test's
+// client, or "" (the connection's address, 127.0.0.1).
+func testClientAddress(r *http.Request) string { return r.Header.Get(testClientHeader) }
+
+// from sends the request as if from the client address addr.
+func from(addr string) reqOption {
+	return func(r *http.Request) { r.Header.Set(testClientHeader, addr) }
 }
 
 // as signs the request in as u (no header for the zero user: anonymous).

@@ -3,11 +3,10 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,7 +21,6 @@ const (
 	idempotentReplayed    = "Idempotent-Replayed"
 	minIdempotencyKeyLen  = 16
 	maxIdempotencyKeyLen  = 255
-	anonymousKeyScope     = "anonymous"
 	idempotencyRetryAfter = "1"
 )
 
@@ -35,17 +33,18 @@ var replayedHeaders = []string{"Content-Type", "Location", "ETag"}
 type keyPolicy int
 
 const (
-	// keysPerUser: the default. Keys are scoped to the signed-in user; a
-	// request without valid credentials is left to the handler (401).
+	// keysPerUser: the default. Keys are scoped to the signed-in user, as
+	// Stripe scopes them to the account; a request without valid
+	// credentials is left to the handler (401).
 	keysPerUser keyPolicy = iota
-	// keysAnonymousSession: registration. Keys are scoped by themselves
-	// (there is no user yet), and the answer is a session: its bearer token
-	// is not stored (no credentials at rest); a replay gets a fresh token
-	// for the stored user.
-	keysAnonymousSession
-	// keysIgnored: login changes nothing, so a retry is harmless as it is,
-	// and its answer (a token) is not worth storing. The key is checked and
-	// otherwise ignored.
+	// keysIgnored: registration and login. Their callers are not signed in,
+	// so a key could be scoped by nothing the server knows of them: one
+	// anonymous scope made a stranger's key, once guessed or seen, a way to
+	// replay the registration (a fresh token for the victim) and to test
+	// passwords against its fingerprint. A retry needs no key anyway: a
+	// repeated registration answers 409 email-taken, after which the
+	// client logs in; a repeated login signs in again. The key is checked
+	// (400 when malformed) and otherwise ignored. See docs/api.md.
 	keysIgnored
 	// keysSecretAnswer: keys per user, for an answer that shows a webhook
 	// signing secret: it is stored with the secret sealed (webhook.go).
@@ -89,30 +88,18 @@ func notKeyRune(r rune) bool {
 	return !strings.ContainsRune("-_.:~+/=", r)
 }
 
-// fingerprint identifies what a retry must repeat: method, path, query,
-// If-Match (a conditional change differs from an unconditional one) and
-// the body, byte for byte.
-func fingerprint(r *http.Request, body []byte) []byte {
-	h := sha256.New()
-	for _, part := range []string{r.Method, r.URL.Path, r.URL.RawQuery, strings.Join(r.Header.Values("If-Match"), ",")} {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
-	}
-	h.Write(body)
-	return h.Sum(nil)
-}
-
 // keyed wraps the handler of a POST or PATCH route with Idempotency-Key.
 // Without the header the handler runs as it would anyway. With it:
 //
 //  1. The key is checked (400) and scoped to the caller.
 //  2. An answer stored under the key is replayed (Idempotent-Replayed:
-//     true) if the request has the same fingerprint, else refused (422).
+//     true) if the request has the same fingerprint (a keyed MAC of it,
+//     see fingerprint.go), else refused (422).
 //  3. Otherwise the handler runs against a recorder, with a context in
 //     which the stores' writes share one transaction, begun at the first
-//     write: decoding, validation and the password hash of a registration
-//     hold no transaction. A concurrent request holding the key makes that
-//     first write fail: 409 (or a replay, if it has finished meanwhile).
+//     write: decoding and validation hold no transaction. A concurrent
+//     request holding the key makes that first write fail: 409 (or a
+//     replay, if it has finished meanwhile).
 //  4. A success (2xx) is stored and committed with the writes, then the
 //     work waiting for the commit (the event relay) runs, then the client
 //     gets the answer. An error rolls everything back and stores nothing:
@@ -126,14 +113,11 @@ func (s *server) keyed(policy keyPolicy, h apiFunc) apiFunc {
 		if !ok || policy == keysIgnored {
 			return h(w, r)
 		}
-		scope := anonymousKeyScope
-		if policy == keysPerUser || policy == keysSecretAnswer {
-			a, signedIn, err := s.optionalActor(r)
-			if err != nil || !signedIn {
-				return h(w, r) // the handler answers 401
-			}
-			scope = "user:" + strconv.FormatInt(a.UserID, 10)
+		a, signedIn, err := s.optionalActor(r)
+		if err != nil || !signedIn {
+			return h(w, r) // the handler answers 401
 		}
+		scope := "user:" + strconv.FormatInt(a.UserID, 10)
 		if s.idempotency == nil {
 			return errors.New("an Idempotency-Key arrived but no idempotency store is configured")
 		}
@@ -141,8 +125,12 @@ func (s *server) keyed(policy keyPolicy, h apiFunc) apiFunc {
 		if err != nil {
 			return fmt.Errorf("read body: %w", err) // 413 when too large
 		}
-		req := jobboard.IdempotentRequest{Scope: scope, Key: key, Fingerprint: fingerprint(r, body)}
-		if replayed, err := s.replay(w, r, req, policy); replayed || err != nil {
+		fp, err := s.fingerprints.sum(r.Context(), scope, r, body)
+		if err != nil {
+			return err
+		}
+		req := jobboard.IdempotentRequest{Scope: scope, Key: key, Fingerprint: fp}
+		if replayed, err := s.replay(w, r, req, body, policy); replayed || err != nil {
 			return err
 		}
 
@@ -155,22 +143,21 @@ func (s *server) keyed(policy keyPolicy, h apiFunc) apiFunc {
 		rec := newRecorder()
 		if err := h(rec, inner); err != nil {
 			write.Rollback(ctx)
-			return s.keyConflict(w, r, req, policy, err)
+			return s.keyConflict(w, r, req, body, policy, err)
 		}
 		if rec.status < 200 || rec.status > 299 {
 			write.Rollback(ctx)
 			rec.writeTo(w)
 			return nil
 		}
-		answer, err := rec.answer(req.Fingerprint, policy)
-		if err == nil && policy == keysSecretAnswer {
-			answer.Body, err = s.sealSecretAnswer(answer.Body)
-		}
-		if err != nil {
-			return err
+		answer := rec.answer(req.Fingerprint)
+		if policy == keysSecretAnswer {
+			if answer.Body, err = s.sealSecretAnswer(answer.Body); err != nil {
+				return err
+			}
 		}
 		if err := write.Commit(ctx, answer); err != nil {
-			return s.keyConflict(w, r, req, policy, fmt.Errorf("keyed write: %w", err))
+			return s.keyConflict(w, r, req, body, policy, fmt.Errorf("keyed write: %w", err))
 		}
 		hooks.run()
 		rec.writeTo(w)
@@ -181,11 +168,11 @@ func (s *server) keyed(policy keyPolicy, h apiFunc) apiFunc {
 // keyConflict answers an error of a keyed write. When the key was taken by
 // a concurrent request, that request's answer is replayed if it has been
 // stored meanwhile; otherwise the error stands (409 with Retry-After).
-func (s *server) keyConflict(w http.ResponseWriter, r *http.Request, req jobboard.IdempotentRequest, policy keyPolicy, err error) error {
+func (s *server) keyConflict(w http.ResponseWriter, r *http.Request, req jobboard.IdempotentRequest, body []byte, policy keyPolicy, err error) error {
 	if !errors.Is(err, jobboard.ErrIdempotencyKeyInUse) {
 		return err
 	}
-	if replayed, rerr := s.replay(w, r, req, policy); replayed || rerr != nil {
+	if replayed, rerr := s.replay(w, r, req, body, policy); replayed || rerr != nil {
 		return rerr
 	}
 	w.Header().Set("Retry-After", idempotencyRetryAfter)
@@ -193,34 +180,37 @@ func (s *server) keyConflict(w http.ResponseWriter, r *http.Request, req jobboar
 }
 
 // replay writes the answer stored under req's key, when there is one for
-// the same fingerprint. Errors: errKeyReused for another fingerprint, the
-// store's errors.
-func (s *server) replay(w http.ResponseWriter, r *http.Request, req jobboard.IdempotentRequest, policy keyPolicy) (bool, error) {
+// the same request (body is the request's; policy the route's, which says
+// whether the stored answer holds a sealed secret). Errors: errKeyReused
+// for another request, the store's and the key source's errors.
+func (s *server) replay(w http.ResponseWriter, r *http.Request, req jobboard.IdempotentRequest, body []byte, policy keyPolicy) (bool, error) {
 	stored, err := s.idempotency.StoredResponse(r.Context(), req.Scope, req.Key)
 	switch {
 	case errors.Is(err, jobboard.ErrNotFound):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("look up idempotency key: %w", err)
-	case !bytes.Equal(stored.Fingerprint, req.Fingerprint):
-		return false, errKeyReused
 	}
-	h := w.Header()
-	h.Set(idempotentReplayed, "true")
-	if policy == keysAnonymousSession {
-		var sealed struct {
-			User jobboard.User `json:"user"`
-		}
-		if err := json.Unmarshal(stored.Body, &sealed); err != nil {
-			return false, fmt.Errorf("replay session: %w", err)
-		}
-		return true, s.writeSession(w, r, stored.Status, sealed.User)
+	same, err := s.fingerprints.matches(r.Context(), stored.Fingerprint, req.Scope, r, body)
+	switch {
+	case errors.Is(err, errUnknownFingerprintKey):
+		// Cannot be told; refusing is safe (nothing runs twice), and the
+		// client makes a new key for a new request.
+		loggerFrom(r.Context(), s.log).WarnContext(r.Context(), "Idempotency-Key retry refused: its answer was stored under a retired key",
+			slog.Any("err", err))
+		return false, errKeyReused
+	case err != nil:
+		return false, err
+	case !same:
+		return false, errKeyReused
 	}
 	if policy == keysSecretAnswer {
 		if stored.Body, err = s.openSecretAnswer(stored.Body); err != nil {
 			return false, fmt.Errorf("replay: %w", err)
 		}
 	}
+	h := w.Header()
+	h.Set(idempotentReplayed, "true")
 	for name, value := range stored.Header {
 		h.Set(name, value)
 	}
@@ -268,32 +258,15 @@ func (rec *recorder) writeTo(w http.ResponseWriter) {
 	_, _ = w.Write(rec.body.Bytes()) // the client went away; nothing to do
 }
 
-// answer is what is stored of the recorded answer. A session keeps only its
-// user: the token is issued afresh on replay.
-func (rec *recorder) answer(fp []byte, policy keyPolicy) (jobboard.StoredResponse, error) {
+// answer is what is stored of the recorded answer.
+func (rec *recorder) answer(fp []byte) jobboard.StoredResponse {
 	a := jobboard.StoredResponse{Fingerprint: fp, Status: rec.status, Header: map[string]string{}, Body: rec.body.Bytes()}
 	for _, name := range replayedHeaders {
 		if v := rec.header.Get(name); v != "" {
 			a.Header[name] = v
 		}
 	}
-	if policy == keysAnonymousSession {
-		var sealed struct {
-			User json.RawMessage `json:"user"`
-		}
-		if err := json.Unmarshal(a.Body, &sealed); err != nil {
-			return a, fmt.Errorf("store session answer: %w", err)
-		}
-		if len(sealed.User) == 0 {
-			return a, fmt.Errorf("store session answer: no user in %q", a.Body)
-		}
-		body, err := json.Marshal(sealed)
-		if err != nil {
-			return a, fmt.Errorf("store session answer: %w", err)
-		}
-		a.Body = body
-	}
-	return a, nil
+	return a
 }
 
 // afterCommitKey is the context key of the work waiting for a keyed write's

@@ -92,10 +92,8 @@ type keyedPost struct {
 }
 
 // keyedPosts are the keyed POSTs of the API: a company (two inserts in one
-// transaction), a job (one insert), an application (one insert, to a job
-// made for it) and a registration (the user and its verification email in
-// one transaction, after the password hash: cheap here, the production
-// cost in "register-argon2id").
+// transaction), a job (one insert) and an application (one insert, to a job
+// made for it). Registration takes no key (docs/api.md).
 func keyedPosts(b *testing.B, h http.Handler) []keyedPost {
 	employer := benchRegister(b, h, "employer@example.com", "employer")
 	candidate := benchRegister(b, h, "candidate@example.com", "candidate")
@@ -105,12 +103,6 @@ func keyedPosts(b *testing.B, h http.Handler) []keyedPost {
 	fixed := func(path, body string) func(*testing.B) (string, string) {
 		return func(*testing.B) (string, string) { return path, body }
 	}
-	users := 0
-	register := func(*testing.B) (string, string) {
-		users++
-		return "/v1/auth/register", fmt.Sprintf(
-			`{"email":"user%d@example.com","password":"correct horse battery","name":"Bench","role":"candidate"}`, users)
-	}
 	return []keyedPost{
 		{"company", employer, fixed("/v1/companies", `{"name":"Bench Keyed"}`)},
 		{"job", employer, fixed(jobs, job)},
@@ -118,7 +110,6 @@ func keyedPosts(b *testing.B, h http.Handler) []keyedPost {
 			id := benchID(b, post(b, h, jobs, job, employer, "", http.StatusCreated))
 			return fmt.Sprintf("/v1/jobs/%d/applications", id), `{"cover_letter":"Benchmarked."}`
 		}},
-		{"register", "", register},
 	}
 }
 
@@ -131,28 +122,15 @@ func keyedPosts(b *testing.B, h http.Handler) []keyedPost {
 // "replay" repeats one keyed POST ("×first": its time over the keyed first
 // POST's). Both with durable commits (the disk's flush dominates on this
 // machine, and varies with its load) and with synchronous_commit off (the
-// key's own work stands out); registration also with the production
-// password hash.
+// key's own work stands out).
 func BenchmarkIdempotencyKey(b *testing.B) {
 	for _, run := range []struct {
-		name      string
-		durable   bool
-		passwords httpapi.PasswordParams
-		only      string
-	}{
-		{"durable", true, cheapPasswords, ""},
-		{"async-commit", false, cheapPasswords, ""},
-		{"durable", true, httpapi.DefaultPasswordParams, "register"},
-	} {
-		h := keyBenchServer(b, run.durable, run.passwords)
+		name    string
+		durable bool
+	}{{"durable", true}, {"async-commit", false}} {
+		h := keyBenchServer(b, run.durable, cheapPasswords)
 		for _, w := range keyedPosts(b, h) {
-			if run.only != "" && w.name != run.only {
-				continue
-			}
 			name := run.name + "/" + w.name
-			if run.passwords == httpapi.DefaultPasswordParams {
-				name += "-argon2id"
-			}
 			var firstNs float64
 			b.Run(name+"/first", func(b *testing.B) {
 				var noKey, keyed time.Duration

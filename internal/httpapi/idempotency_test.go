@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -464,46 +465,62 @@ func TestIdempotencyKeyFormat(t *testing.T) {
 	}
 }
 
-// Registration is keyed by the key alone. Its retry is the same account
-// with a fresh token; no token is stored.
-func TestIdempotentRegistration(t *testing.T) {
+// Registration takes no Idempotency-Key (docs/api.md): a key is checked
+// and otherwise ignored, so one seen or guessed is worth nothing. Guesses
+// at another user's registration with that user's key learn nothing: every
+// password, the right one included, gets the same 409 email-taken, no
+// token, no replay; and they are throttled: each counts as a failed
+// attempt of the guesser's client, which is blocked after its free
+// attempts, while the owner signs in from elsewhere.
+func TestRegistrationKeyIsNoOracle(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t)
+	a, _ := newClockedAPI(t) // the block stays as the count set it, however slow the machine
 	key := newKey()
-	body := map[string]any{"email": "keyed@example.com", "password": "correct horse battery", "name": "Keyed", "role": "candidate"}
-	first := a.do("POST", "/v1/auth/register", body, withKey(key))
+	const password = "correct horse battery"
+	body := func(password string) map[string]any {
+		return map[string]any{"email": "victim@example.com", "password": password, "name": "Victim", "role": "candidate"}
+	}
+	first := a.do("POST", "/v1/auth/register", body(password), withKey(key), from("203.0.113.5"))
 	want(t, first, http.StatusCreated)
-	retry := a.do("POST", "/v1/auth/register", body, withKey(key))
-	want(t, retry, http.StatusCreated)
-	if retry.Header.Get("Idempotent-Replayed") != "true" || retry.Header.Get("Location") != "/v1/me" ||
-		retry.Header.Get("Cache-Control") != "no-store" {
-		t.Fatalf("retry headers %v", retry.Header)
-	}
-	type session struct {
-		User  jobboard.User `json:"user"`
-		Token string        `json:"token"`
-	}
-	s1, s2 := decodeAs[session](t, first), decodeAs[session](t, retry)
-	if s1.User != s2.User || s2.Token == "" {
-		t.Fatalf("retry session %+v, first %+v", s2, s1)
-	}
-	me := a.do("GET", "/v1/me", nil, bearer(s2.Token))
-	want(t, me, http.StatusOK)
-	if u := decodeAs[jobboard.User](t, me); u.ID != s1.User.ID {
-		t.Fatalf("the replayed token is for user %d, want %d", u.ID, s1.User.ID)
-	}
-	if n := a.counts()["users"]; n != 1 {
-		t.Fatalf("users = %d", n)
-	}
-	var stored []byte
-	if err := a.db.Pool.QueryRow(context.Background(), "SELECT body FROM idempotency_keys WHERE scope = 'anonymous'").Scan(&stored); err != nil {
+	var stored int
+	if err := a.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM idempotency_keys").Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(stored, []byte("token")) || bytes.Contains(stored, []byte(s1.Token)) {
-		t.Fatalf("a token is stored: %s", stored)
+	if stored != 0 {
+		t.Fatalf("%d answers stored for a registration; want none", stored)
 	}
-	body["name"] = "Someone Else"
-	wantProblem(t, a.do("POST", "/v1/auth/register", body, withKey(key)), http.StatusUnprocessableEntity, "idempotency-key-reused")
+
+	const attacker = "198.51.100.66"
+	var answers []problem
+	for i := range jobboard.DefaultClientPolicy.FreeAttempts {
+		guess := fmt.Sprintf("guess number %d", i)
+		if i == 7 {
+			guess = password // the right one learns as little
+		}
+		r := a.do("POST", "/v1/auth/register", body(guess), withKey(key), from(attacker))
+		p := wantProblem(t, r, http.StatusConflict, "email-taken")
+		if r.Header.Get("Idempotent-Replayed") != "" || bytes.Contains(r.Body, []byte("token")) {
+			t.Fatalf("guess %d was answered with a session: %s %v", i, r.Body, r.Header)
+		}
+		answers = append(answers, p)
+	}
+	for i, p := range answers {
+		if p.Detail != answers[0].Detail || p.Title != answers[0].Title || len(p.Errors) != 0 {
+			t.Fatalf("answer %d differs from the first: %+v / %+v", i, p, answers[0])
+		}
+	}
+	r := a.do("POST", "/v1/auth/register", body(password), withKey(key), from(attacker))
+	wantProblem(t, r, http.StatusTooManyRequests, "too-many-attempts")
+	if secs, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || secs < 1 {
+		t.Fatalf("Retry-After %q", r.Header.Get("Retry-After"))
+	}
+	// The owner is not slowed: the block is the guesser's client's.
+	want(t, a.do("POST", "/v1/auth/login", map[string]any{"email": "victim@example.com", "password": password}, from("203.0.113.5")), http.StatusOK)
+	// A malformed key is still refused, before anything else.
+	wantProblem(t, a.do("POST", "/v1/auth/register", body(password), withKey("short"), from("203.0.113.9")), http.StatusBadRequest, "bad-request")
+	if n := a.counts()["users"]; n != 1 {
+		t.Fatalf("users = %d, want 1", n)
+	}
 }
 
 // After 24 hours a key's answer is gone: the same key makes a new request.

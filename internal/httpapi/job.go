@@ -39,10 +39,14 @@ func (s *server) createJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 // job returns an open job, or a closed one to a member of its company.
-// GET /v1/jobs/{id} → 200 job with ETag; 304 (If-None-Match); 404.
+// GET /v1/jobs/{id} → 200 job with ETag; 304 (If-None-Match); 400 for any
+// query parameter; 404.
 func (s *server) job(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
+		return err
+	}
+	if err := noQueryParameters(r); err != nil {
 		return err
 	}
 	a, signedIn, err := s.optionalActor(r)
@@ -75,11 +79,13 @@ func (s *server) searchJobs(w http.ResponseWriter, r *http.Request) error {
 	if signedIn {
 		actor = &a
 	}
-	if done, err := s.listingNotModified(w, r, actor); done || err != nil {
-		return err
-	}
+	// The parameters are checked first: a bad search answers 400 whatever
+	// If-None-Match says (even "*").
 	f, err := jobFilter(r)
 	if err != nil {
+		return err
+	}
+	if done, err := s.listingNotModified(w, r, actor); done || err != nil {
 		return err
 	}
 	listing, err := s.jobs.SearchJobs(r.Context(), actor, f)

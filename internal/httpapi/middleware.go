@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"runtime/debug"
 	"time"
+
+	"github.com/jobboard/jobboard/internal/emf"
 )
 
 // requestIDHeader carries the request id back to the client.
@@ -92,9 +94,24 @@ func (s *server) observe(next http.Handler) http.Handler {
 				slog.Int64("bytes", rec.bytes),
 				slog.Duration("duration", time.Since(start)),
 			)
+			s.countRequest(rec.status)
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// countRequest writes the request's metric line (Config.Metrics).
+func (s *server) countRequest(status int) {
+	if s.metrics == nil {
+		return
+	}
+	serverErrors := 0.0
+	if status >= 500 {
+		serverErrors = 1
+	}
+	emf.WriteByVersion(s.metrics, "api", s.version, s.now(),
+		emf.Metric{Name: "Requests", Unit: emf.Count, Value: 1},
+		emf.Metric{Name: "ServerErrors", Unit: emf.Count, Value: serverErrors})
 }
 
 // errPanic stands for a recovered panic, which is logged where it happens.

@@ -17,8 +17,12 @@ func OpenAPI() []byte {
 	return append([]byte(nil), openAPIDocument...)
 }
 
-// serveOpenAPI answers GET /v1/openapi.json.
-func serveOpenAPI(w http.ResponseWriter, _ *http.Request) error {
+// serveOpenAPI answers GET /v1/openapi.json; it takes no query parameters
+// (see noQueryParameters).
+func serveOpenAPI(w http.ResponseWriter, r *http.Request) error {
+	if err := noQueryParameters(r); err != nil {
+		return err
+	}
 	h := w.Header()
 	h.Set("Content-Type", mediaJSON)
 	h.Set("Content-Length", strconv.Itoa(len(openAPIDocument)))

@@ -72,6 +72,18 @@ func newQuery(r *http.Request, allowed ...string) *query {
 	return q
 }
 
+// noQueryParameters refuses every query parameter of a read that takes
+// none. The public reads are cached by shared caches (a CDN) under their
+// full URL, so a parameter the API ignored would still make a new cache
+// key: a lever to bust the cache and reach the origin at will.
+// Errors: *requestError.
+func noQueryParameters(r *http.Request) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	return newQuery(r).done()
+}
+
 // fail records a problem with parameter name; all problems are reported
 // together by done.
 func (q *query) fail(name, detail string) {

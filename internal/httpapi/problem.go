@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
@@ -33,12 +36,17 @@ const (
 	kindTooManyAttempts      = "too-many-attempts"
 	kindIdempotencyKeyInUse  = "idempotency-key-in-use"
 	kindIdempotencyKeyReused = "idempotency-key-reused"
+	kindBusy                 = "busy"
 
 	kindAlreadyVerified          = "already-verified"
 	kindInvalidVerificationToken = "invalid-verification-token"
 	kindVerificationTokenExpired = "verification-token-expired"
 	kindVerificationTokenUsed    = "verification-token-used"
 	kindTooManyVerification      = "too-many-verification-emails"
+
+	kindInvalidResetToken = "invalid-password-reset-token"
+	kindResetTokenExpired = "password-reset-token-expired"
+	kindResetTokenUsed    = "password-reset-token-used"
 
 	kindTooManyWebhookEndpoints = "too-many-webhook-endpoints"
 	kindWebhookEndpointDisabled = "webhook-endpoint-disabled"
@@ -54,6 +62,41 @@ type problem struct {
 	Instance  string                `json:"instance,omitempty"`
 	Errors    []jobboard.FieldError `json:"errors,omitempty"`
 	RequestID string                `json:"request_id,omitempty"`
+
+	// MoreErrors counts the errors left out of Errors (see capEchoes).
+	MoreErrors int `json:"more_errors,omitempty"`
+}
+
+// Bounds on what a problem echoes of the caller's input, so that an answer
+// is never much larger than the request that caused it (7,000 unknown query
+// parameters once made a 436 KiB answer to a 48 KB request): at most
+// maxEchoedErrors field errors, each naming at most maxEchoedNameLen bytes
+// of the field, then a count of the rest. Eight is more than any input of
+// the API can have invalid at once (a job has seven fields).
+const (
+	maxEchoedErrors  = 8
+	maxEchoedNameLen = 64
+)
+
+// capEchoes applies the bounds to p.Errors: the first maxEchoedErrors,
+// each field name cut to maxEchoedNameLen bytes (at a rune boundary, "…"
+// added), and the number of the others in MoreErrors.
+func (p *problem) capEchoes() {
+	if len(p.Errors) > maxEchoedErrors {
+		p.MoreErrors = len(p.Errors) - maxEchoedErrors
+		p.Errors = p.Errors[:maxEchoedErrors]
+	}
+	p.Errors = slices.Clone(p.Errors) // the error's own list stays as it was
+	for i, f := range p.Errors {
+		if len(f.Field) <= maxEchoedNameLen {
+			continue
+		}
+		cut := maxEchoedNameLen
+		for cut > 0 && !utf8.RuneStart(f.Field[cut]) {
+			cut--
+		}
+		p.Errors[i].Field = f.Field[:cut] + "…"
+	}
 }
 
 // requestError is a request the API cannot read: malformed JSON, an unknown
@@ -102,6 +145,8 @@ var errorKinds = []struct {
 	detail string
 }{
 	{jobboard.ErrNotFound, http.StatusNotFound, kindNotFound, "The resource does not exist or is not visible to you."},
+	{jobboard.ErrSessionRevoked, http.StatusUnauthorized, kindUnauthenticated,
+		"The account's password was reset after this token was issued; sign in again."},
 	{jobboard.ErrUnauthenticated, http.StatusUnauthorized, kindUnauthenticated, "A valid bearer token is required."},
 	{jobboard.ErrInvalidCredentials, http.StatusUnauthorized, kindInvalidCredentials, "The email or password is wrong."},
 	{jobboard.ErrForbidden, http.StatusForbidden, kindForbidden, "Your role may not do this."},
@@ -118,6 +163,12 @@ var errorKinds = []struct {
 		"The verification link has expired; sign in and ask for a new one."},
 	{jobboard.ErrVerificationTokenUsed, http.StatusGone, kindVerificationTokenUsed,
 		"The verification link has been used already."},
+	{jobboard.ErrPasswordResetTokenInvalid, http.StatusBadRequest, kindInvalidResetToken,
+		"The password reset link is not valid; ask for a new one."},
+	{jobboard.ErrPasswordResetTokenExpired, http.StatusGone, kindResetTokenExpired,
+		"The password reset link has expired; ask for a new one."},
+	{jobboard.ErrPasswordResetTokenUsed, http.StatusGone, kindResetTokenUsed,
+		"The password reset link has been used, or the password has been reset since it was sent."},
 	{jobboard.ErrTooManyWebhookEndpoints, http.StatusConflict, kindTooManyWebhookEndpoints,
 		"The company has the most webhook endpoints allowed (20); delete one first."},
 	{jobboard.ErrWebhookEndpointDisabled, http.StatusConflict, kindWebhookEndpointDisabled,
@@ -137,11 +188,14 @@ func problemFor(err error) (problem, bool) {
 		te       *jobboard.TransitionError
 		blocked  *jobboard.BlockedError
 		vt       *jobboard.VerificationThrottledError
+		busy     *busyError
 	)
 	switch {
 	case errors.As(err, &blocked):
 		return newProblem(http.StatusTooManyRequests, kindTooManyAttempts,
-			"Too many failed logins for this account; wait for the time given in Retry-After."), false
+			"Too many failed attempts from your network; wait for the time given in Retry-After."), false
+	case errors.As(err, &busy):
+		return busyProblem(), false
 	case errors.As(err, &vt):
 		return newProblem(http.StatusTooManyRequests, kindTooManyVerification,
 			"A verification email was sent to this address recently; wait for the time given in Retry-After."), false
@@ -149,7 +203,10 @@ func problemFor(err error) (problem, bool) {
 		p := newProblem(http.StatusBadRequest, kindBadRequest, "The query string has invalid parameters.")
 		p.Errors = []jobboard.FieldError{{Field: "q", Detail: "needs a word to search for: words after - only exclude, and cannot be searched alone"}}
 		return p, false
-	case errors.Is(err, jobboard.ErrTimeout):
+	case errors.Is(err, jobboard.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		// The database's statement timeout, or the request's own deadline
+		// (in Lambda, set before the function's timeout so that the API
+		// answers instead of being cut off).
 		return newProblem(http.StatusServiceUnavailable, kindQueryTimeout,
 			"The request took too long to answer and was stopped; try again later, or narrow the search."), false
 	case errors.As(err, &tooLarge):

@@ -13,10 +13,12 @@ func (s *server) addRoutes() {
 	s.add("GET /readyz", s.readyz)
 	s.add("GET /v1/openapi.json", serveOpenAPI)
 
-	s.addKeyed("POST /v1/auth/register", keysAnonymousSession, s.register)
+	s.addKeyed("POST /v1/auth/register", keysIgnored, s.register)
 	s.addKeyed("POST /v1/auth/login", keysIgnored, s.login)
 	s.add("POST /v1/auth/verify-email", s.verifyEmail)
 	s.add("POST /v1/auth/resend-verification", s.resendVerification)
+	s.addKeyed("POST /v1/auth/password-reset", keysIgnored, s.requestPasswordReset)
+	s.addKeyed("POST /v1/auth/password-reset/confirm", keysIgnored, s.resetPassword)
 	s.add("GET /v1/me", s.me)
 	s.add("GET /v1/me/applications", s.myApplications)
 

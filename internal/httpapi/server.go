@@ -3,9 +3,11 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -50,15 +52,36 @@ type Config struct {
 	// Password sets the argon2id cost of new password hashes. Zero:
 	// DefaultPasswordParams. Tests use cheaper ones.
 	Password PasswordParams
-	// Logins counts failed logins per account and blocks an account that
-	// fails too often (answering 429 with Retry-After). Nil: no backoff.
+	// PasswordHashes bounds the argon2id computations running at once
+	// (registrations, logins). Zero: PasswordHashConcurrency of the cores,
+	// with the memory unknown (functions/api passes what it knows).
+	PasswordHashes int
+	// PasswordHashWait is how long a request waits for a free slot before
+	// it answers 503 with Retry-After. Zero: DefaultPasswordHashWait.
+	PasswordHashWait time.Duration
+	// Logins counts failed attempts and blocks what fails too often
+	// (answering 429 with Retry-After): logins to one account from one
+	// client, and one client's credential attempts across accounts (logins,
+	// registrations of taken addresses, email verifications). Nil: no
+	// backoff.
 	Logins jobboard.LoginThrottle
-	// LoginPolicy says when and for how long. Zero:
-	// jobboard.DefaultLoginPolicy.
+	// LoginPolicy says when and for how long an account is blocked for one
+	// client. Zero: jobboard.DefaultLoginPolicy.
 	LoginPolicy jobboard.LoginPolicy
+	// ClientPolicy says when and for how long a client is blocked across
+	// accounts. Zero: jobboard.DefaultClientPolicy.
+	ClientPolicy jobboard.LoginPolicy
+	// ClientAddress gives the address of the client that sent a request,
+	// as the network saw it: functions/api gives API Gateway's sourceIp.
+	// Nil, or "": the connection's remote address. A forwarded-for header
+	// is never read: any client can write one.
+	ClientAddress func(*http.Request) string
 	// VerificationPolicy bounds the verification emails per account and
 	// per address. Zero: jobboard.DefaultVerificationPolicy.
 	VerificationPolicy jobboard.VerificationPolicy
+	// PasswordResetPolicy bounds the password reset emails per address.
+	// Zero: jobboard.DefaultPasswordResetPolicy.
+	PasswordResetPolicy jobboard.VerificationPolicy
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 	// Idempotency keeps the answers of writes sent with an Idempotency-Key.
@@ -71,6 +94,16 @@ type Config struct {
 	// CORSAllowedOrigins lists the origins whose browsers may call the API
 	// (see ParseAllowedOrigins). Empty: no CORS header fields at all.
 	CORSAllowedOrigins []string
+	// Metrics, when set, receives one CloudWatch Embedded Metric Format
+	// line per request (Requests 1, ServerErrors 1 for a 5xx answer, else
+	// 0), by FunctionVersion too: what a deploy's rollback alarm reads to
+	// see the failures of the version being deployed, which answers them
+	// itself (a recovered panic is a 500, not a Lambda error). In Lambda it
+	// is stdout. Nil: no metric lines.
+	Metrics io.Writer
+	// FunctionVersion is the Lambda function version serving (see
+	// Metrics); empty outside Lambda.
+	FunctionVersion string
 
 	// Webhooks keeps the companies' webhook endpoints and their delivery
 	// log, and WebhookSealer seals their signing secrets; without both the
@@ -101,17 +134,27 @@ type server struct {
 	requestID    func(*http.Request) string
 	tokens       tokenIssuer
 	passwords    passwordHasher
+	hashing      hashLimiter
 	logins       jobboard.LoginThrottle
 	loginPolicy  jobboard.LoginPolicy
+	clientPolicy jobboard.LoginPolicy
+	// clientAddress is Config.ClientAddress.
+	clientAddress func(*http.Request) string
+	// fingerprints keys the fingerprints of Idempotency-Key requests.
+	fingerprints *fingerprinter
 	now          func() time.Time
 	mux          *http.ServeMux
 	patterns     []string // registered routes, for tests
 	idempotency  jobboard.IdempotencyStore
 	publicCache  string // Cache-Control of anonymous public reads
 	corsOrigins  []string
+	metrics      io.Writer // nil: none
+	version      string
 
-	// verificationPolicy bounds the verification emails.
+	// verificationPolicy bounds the verification emails, resetPolicy the
+	// password reset emails.
 	verificationPolicy jobboard.VerificationPolicy
+	resetPolicy        jobboard.VerificationPolicy
 
 	// webhooks, webhookSealer and webhookURLs are Config's.
 	webhooks      jobboard.WebhookStore
@@ -143,8 +186,17 @@ func newServer(cfg Config) *server {
 	if cfg.Password == (PasswordParams{}) {
 		cfg.Password = DefaultPasswordParams
 	}
+	if cfg.PasswordHashes <= 0 {
+		cfg.PasswordHashes = PasswordHashConcurrency(runtime.GOMAXPROCS(0), 0, cfg.Password)
+	}
+	if cfg.PasswordHashWait <= 0 {
+		cfg.PasswordHashWait = DefaultPasswordHashWait
+	}
 	if cfg.LoginPolicy == (jobboard.LoginPolicy{}) {
 		cfg.LoginPolicy = jobboard.DefaultLoginPolicy
+	}
+	if cfg.ClientPolicy == (jobboard.LoginPolicy{}) {
+		cfg.ClientPolicy = jobboard.DefaultClientPolicy
 	}
 	if cfg.PublicMaxAge <= 0 {
 		cfg.PublicMaxAge = DefaultPublicMaxAge
@@ -154,6 +206,9 @@ func newServer(cfg Config) *server {
 	}
 	if cfg.VerificationPolicy == (jobboard.VerificationPolicy{}) {
 		cfg.VerificationPolicy = jobboard.DefaultVerificationPolicy
+	}
+	if cfg.PasswordResetPolicy == (jobboard.VerificationPolicy{}) {
+		cfg.PasswordResetPolicy = jobboard.DefaultPasswordResetPolicy
 	}
 	s := &server{
 		users:        cfg.Users,
@@ -166,15 +221,22 @@ func newServer(cfg Config) *server {
 		requestID:    cfg.RequestID,
 		tokens:       tokenIssuer{keys: cfg.TokenKeys, ttl: cfg.TokenTTL, now: cfg.Now},
 		passwords:    newPasswordHasher(cfg.Password),
+		hashing:      newHashLimiter(cfg.PasswordHashes, cfg.PasswordHashWait),
 		logins:       cfg.Logins,
 		loginPolicy:  cfg.LoginPolicy,
+		clientPolicy: cfg.ClientPolicy,
+		fingerprints: newFingerprinter(cfg.TokenKeys),
 		now:          cfg.Now,
 		mux:          http.NewServeMux(),
 		idempotency:  cfg.Idempotency,
 		publicCache:  publicCacheControl(cfg.PublicMaxAge, cfg.StaleWhileRevalidate),
 		corsOrigins:  cfg.CORSAllowedOrigins,
+		metrics:      cfg.Metrics,
+		version:      cfg.FunctionVersion,
 
+		clientAddress:      cfg.ClientAddress,
 		verificationPolicy: cfg.VerificationPolicy,
+		resetPolicy:        cfg.PasswordResetPolicy,
 
 		webhooks:      cfg.Webhooks,
 		webhookSealer: cfg.WebhookSealer,
@@ -212,24 +274,28 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		log.ErrorContext(ctx, "request failed", slog.Any("err", err))
 	case errors.Is(err, jobboard.ErrTimeout):
 		log.WarnContext(ctx, "statement timeout", slog.Any("err", err))
+	case errors.Is(err, context.DeadlineExceeded):
+		log.WarnContext(ctx, "request deadline reached", slog.Any("err", err))
 	}
 	s.writeProblem(w, r, p, err)
 }
 
 // writeProblem writes p, with the request's path and id, the
 // WWW-Authenticate challenge that a 401 requires, and the Retry-After of a
-// 429.
+// 429 or of a 503 that says when to retry. Its errors echo at most
+// maxEchoedErrors of the caller's names (see capEchoes).
 func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem, err error) {
 	ctx := r.Context()
 	p.Instance = r.URL.Path
 	p.RequestID = requestIDFrom(ctx)
-	if wait, ok := retryAfter(err); ok && p.Status == http.StatusTooManyRequests {
+	p.capEchoes()
+	if wait, ok := retryAfter(err); ok && (p.Status == http.StatusTooManyRequests || p.Status == http.StatusServiceUnavailable) {
 		w.Header().Set("Retry-After", strconv.FormatInt(max(int64(math.Ceil(wait.Seconds())), 1), 10))
 	}
 	if p.Status == http.StatusUnauthorized {
 		challenge := `Bearer realm="jobboard"`
 		var te *tokenError
-		if errors.As(err, &te) {
+		if errors.As(err, &te) || errors.Is(err, jobboard.ErrSessionRevoked) {
 			challenge += `, error="invalid_token"`
 		}
 		w.Header().Set("WWW-Authenticate", challenge)
@@ -245,12 +311,15 @@ func retryAfter(err error) (time.Duration, bool) {
 	var (
 		blocked   *jobboard.BlockedError
 		throttled *jobboard.VerificationThrottledError
+		busy      *busyError
 	)
 	switch {
 	case errors.As(err, &blocked):
 		return blocked.RetryAfter, true
 	case errors.As(err, &throttled):
 		return throttled.RetryAfter, true
+	case errors.As(err, &busy):
+		return busy.retryAfter, true
 	}
 	return 0, false
 }

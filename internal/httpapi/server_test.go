@@ -223,6 +223,34 @@ func TestUnexpectedErrorsAndPanics(t *testing.T) {
 	}
 }
 
+// With Metrics set, every request writes one EMF line, by function
+// version: Requests 1, ServerErrors 1 for a 5xx answer (a recovered panic
+// too, which Lambda never counts as an error), 0 otherwise.
+func TestRequestsWriteAMetricLine(t *testing.T) {
+	t.Parallel()
+	metrics := &logBuffer{}
+	a := newAPI(t, func(c *httpapi.Config) {
+		c.Jobs = failingJobs{JobStore: c.Jobs, panic: true}
+		c.Metrics, c.FunctionVersion = metrics, "3"
+	})
+	wantProblem(t, a.do("GET", "/v1/jobs/1", nil), http.StatusInternalServerError, "internal")
+	want(t, a.do("GET", "/healthz", nil), http.StatusOK)
+	wantProblem(t, a.do("GET", "/v1/nowhere", nil), http.StatusNotFound, "not-found")
+
+	var requests, serverErrors float64
+	lines := metrics.lines(t)
+	for _, m := range lines {
+		if m["Service"] != "api" || m["FunctionVersion"] != "3" || m["_aws"] == nil {
+			t.Errorf("line %v; want Service api, FunctionVersion 3, an EMF directive", m)
+		}
+		requests += m["Requests"].(float64)
+		serverErrors += m["ServerErrors"].(float64)
+	}
+	if len(lines) != 3 || requests != 3 || serverErrors != 1 {
+		t.Errorf("%d lines, Requests %v, ServerErrors %v; want 3, 3, 1: %v", len(lines), requests, serverErrors, lines)
+	}
+}
+
 // Every log line of a request carries its request id: the access line,
 // errors, and the relay warning; requests that come through API Gateway use
 // API Gateway's request id, given by Config.RequestID (as functions/api

@@ -28,10 +28,33 @@ const (
 	tokenAlgorithm = "HS256"
 )
 
-// claims are the JWT claims: sub is the user id, role the user's role.
+// claims are the JWT claims: sub is the user id, role the user's role, and
+// pwd_at the account's last password reset when the token was issued.
 type claims struct {
 	Role jobboard.Role `json:"role"`
+	// PasswordChangedAt is jobboard.User.PasswordChangedAt in whole
+	// microseconds since the Unix epoch, as the database keeps it; absent
+	// (zero) when the password was never reset. An integer, so that it is
+	// exact: a JWT NumericDate is a floating-point number of seconds, which
+	// loses microseconds.
+	PasswordChangedAt int64 `json:"pwd_at,omitempty"`
 	jwt.RegisteredClaims
+}
+
+// passwordChangedClaim is the pwd_at claim of a password change time.
+func passwordChangedClaim(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+// passwordChangedAt reads a pwd_at claim back.
+func passwordChangedAt(claim int64) time.Time {
+	if claim == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(claim).UTC()
 }
 
 // TokenKeys are the keys that sign and verify bearer tokens at one moment.
@@ -79,7 +102,8 @@ func keyID(key []byte) string {
 }
 
 // issue returns a token for u signed with the current key, and its expiry
-// time. Errors: the key source's, or errNoTokenKey.
+// time. The token carries u.PasswordChangedAt: a later password reset ends
+// it. Errors: the key source's, or errNoTokenKey.
 func (t tokenIssuer) issue(ctx context.Context, u jobboard.User) (string, time.Time, error) {
 	keys, err := t.keys(ctx, false)
 	if err != nil {
@@ -91,7 +115,8 @@ func (t tokenIssuer) issue(ctx context.Context, u jobboard.User) (string, time.T
 	now := t.now()
 	exp := now.Add(t.ttl)
 	c := claims{
-		Role: u.Role,
+		Role:              u.Role,
+		PasswordChangedAt: passwordChangedClaim(u.PasswordChangedAt),
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    issuerClaim,
 			Audience:  jwt.ClaimStrings{audienceClaim},
@@ -189,7 +214,7 @@ func (t tokenIssuer) verify(ctx context.Context, token string) (jobboard.Actor, 
 	if !c.Role.Valid() {
 		return jobboard.Actor{}, &tokenError{fmt.Errorf("bad role %q", c.Role)}
 	}
-	return jobboard.Actor{UserID: id, Role: c.Role}, nil
+	return jobboard.Actor{UserID: id, Role: c.Role, PasswordChangedAt: passwordChangedAt(c.PasswordChangedAt)}, nil
 }
 
 // actor returns the signed-in actor of r. Errors: jobboard.ErrUnauthenticated

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,21 +24,37 @@ type session struct {
 // register creates an account, unverified, queues the email that verifies
 // its address, and signs it in. The email is not queued when the address
 // has had too many verification emails this hour (under an earlier
-// account); the user can ask again with resend-verification.
-// POST /v1/auth/register → 201 session; 409 email-taken; 422.
+// account); the user can ask again with resend-verification. A
+// registration counts as an attempt of its client (see clientKey) until it
+// succeeds: one that finds the address taken stays counted, like a failed
+// login, so that a client cannot probe addresses without limit.
+// POST /v1/auth/register → 201 session; 409 email-taken; 422; 429; 503
+// busy.
 func (s *server) register(w http.ResponseWriter, r *http.Request) error {
 	in, err := decodeValid[jobboard.Registration](w, r)
 	if err != nil {
 		return err
 	}
-	u, ev, err := s.users.Register(r.Context(), in, s.passwords.hash(in.Password), s.verificationPolicy, s.now())
+	ctx := r.Context()
+	client := s.clientKey(s.clientOf(r))
+	if err := s.attempt(ctx, client); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	var hash string
+	if err := s.hashCounted(ctx, func() { hash = s.passwords.hash(in.Password) }, client); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	u, ev, err := s.users.Register(ctx, in, hash, s.verificationPolicy, s.now())
 	if err != nil {
 		return fmt.Errorf("register %s: %w", in.Role, err)
+	}
+	if err := s.attemptSucceeded(ctx, client); err != nil {
+		return fmt.Errorf("registration of user %d: %w", u.ID, err)
 	}
 	if ev != nil {
 		afterCommit(r, func() { s.relayEvent(r, *ev) })
 	} else {
-		loggerFrom(r.Context(), s.log).InfoContext(r.Context(), "registered without a verification email: the address had too many this hour",
+		loggerFrom(ctx, s.log).InfoContext(ctx, "registered without a verification email: the address had too many this hour",
 			slog.Int64("user_id", u.ID))
 	}
 	return s.writeSession(w, r, http.StatusCreated, u)
@@ -47,9 +62,13 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) error {
 
 // login checks an email and password and signs the user in. An unknown
 // email and a wrong password get the same answer after the same work, and
-// so does an account blocked after repeated failures (429, before any
-// hashing), whether or not it exists.
-// POST /v1/auth/login → 200 session; 401 invalid-credentials; 422; 429.
+// so does an attempt refused after repeated failures (429, before any
+// hashing), whether or not the account exists. Failures are counted per
+// account and client, and per client across accounts (see accountKey,
+// clientKey): a stranger's wrong passwords block the stranger, not the
+// owner signing in from elsewhere.
+// POST /v1/auth/login → 200 session; 401 invalid-credentials; 422; 429;
+// 503 busy.
 func (s *server) login(w http.ResponseWriter, r *http.Request) error {
 	var in jobboard.Credentials
 	if err := decodeJSON(w, r, &in); err != nil {
@@ -60,47 +79,38 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context()
-	key := loginKey(email)
-	if s.logins != nil {
-		// Counted as a failure before the password is checked, in the same
-		// step as the check of the block, so that parallel attempts cannot
-		// pass the check together; a success forgets it.
-		wait, err := s.logins.LoginAttempt(ctx, key, s.now(), s.loginPolicy)
-		if err != nil {
-			return fmt.Errorf("login: %w", err)
-		}
-		if wait > 0 {
-			return &jobboard.BlockedError{RetryAfter: wait}
-		}
+	client := s.clientOf(r)
+	keys := []jobboard.ThrottleKey{s.clientKey(client), s.accountKey(email, client)}
+	// Counted as a failure before the password is checked, in the same step
+	// as the check of the block, so that parallel attempts cannot pass the
+	// check together; a success takes it back.
+	if err := s.attempt(ctx, keys...); err != nil {
+		return fmt.Errorf("login: %w", err)
 	}
 	u, hash, err := s.users.UserByEmail(ctx, email)
 	switch {
 	case errors.Is(err, jobboard.ErrNotFound):
-		s.passwords.burn(in.Password)
+		if err := s.hashCounted(ctx, func() { s.passwords.burn(in.Password) }, keys...); err != nil {
+			return fmt.Errorf("login: %w", err)
+		}
 		return jobboard.ErrInvalidCredentials
 	case err != nil:
 		return fmt.Errorf("login: %w", err)
 	}
-	ok, err := s.passwords.verify(in.Password, hash)
+	var ok bool
+	if err := s.hashCounted(ctx, func() { ok, err = s.passwords.verify(in.Password, hash) }, keys...); err != nil {
+		return fmt.Errorf("login of user %d: %w", u.ID, err)
+	}
 	if err != nil {
 		return fmt.Errorf("verify password of user %d: %w", u.ID, err)
 	}
 	if !ok {
 		return jobboard.ErrInvalidCredentials
 	}
-	if s.logins != nil {
-		if err := s.logins.LoginSucceeded(ctx, key); err != nil {
-			return fmt.Errorf("login of user %d: %w", u.ID, err)
-		}
+	if err := s.attemptSucceeded(ctx, keys...); err != nil {
+		return fmt.Errorf("login of user %d: %w", u.ID, err)
 	}
 	return s.writeSession(w, r, http.StatusOK, u)
-}
-
-// loginKey is the key of an account's failed logins: a digest of the
-// normalised email, so that the count does not keep addresses in clear.
-func loginKey(email string) []byte {
-	sum := sha256.Sum256([]byte(email))
-	return sum[:]
 }
 
 // validateCredentials rejects input that cannot be a login (before any
@@ -138,7 +148,8 @@ func (s *server) writeSession(w http.ResponseWriter, r *http.Request, status int
 }
 
 // me returns the signed-in user. A valid token for a user that no longer
-// exists is treated as no credentials.
+// exists is treated as no credentials, and so is one issued before the
+// account's password was last reset (checked against the row it reads).
 // GET /v1/me → 200 user; 401.
 func (s *server) me(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.actor(r)
@@ -151,6 +162,9 @@ func (s *server) me(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		return fmt.Errorf("load user %d: %w", a.UserID, err)
+	}
+	if u.PasswordChangedAt.After(a.PasswordChangedAt) {
+		return fmt.Errorf("user %d: %w", a.UserID, jobboard.ErrSessionRevoked)
 	}
 	return writeJSON(w, http.StatusOK, u)
 }

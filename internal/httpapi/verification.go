@@ -18,23 +18,33 @@ type verifyEmailInput struct {
 // needs no sign-in: the token is the proof, and the link may be opened on
 // another device. The answer names no account unless the token is good, so
 // it tells nothing about which users exist. A token that is not ours and
-// one of the wrong shape get the same answer.
+// one of the wrong shape get the same answer. Tokens are 256 bits, so
+// guessing is hopeless; still each attempt costs a lookup, so one client's
+// failed attempts are counted and limited like its logins (see verifyKey).
 // POST /v1/auth/verify-email → 200 user; 400 invalid-verification-token;
-// 410 verification-token-expired or verification-token-used; 422.
+// 410 verification-token-expired or verification-token-used; 422; 429.
 func (s *server) verifyEmail(w http.ResponseWriter, r *http.Request) error {
 	var in verifyEmailInput
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	switch {
-	case in.Token == "":
+	if in.Token == "" {
 		return &jobboard.ValidationError{Fields: []jobboard.FieldError{{Field: "token", Detail: "is required"}}}
-	case !jobboard.ValidVerificationToken(in.Token):
+	}
+	ctx := r.Context()
+	key := s.verifyKey(s.clientOf(r))
+	if err := s.attempt(ctx, key); err != nil {
+		return fmt.Errorf("verify email: %w", err)
+	}
+	if !jobboard.ValidVerificationToken(in.Token) {
 		return fmt.Errorf("verify email: token of the wrong shape: %w", jobboard.ErrVerificationTokenInvalid)
 	}
-	u, err := s.users.VerifyEmail(r.Context(), jobboard.HashVerificationToken(in.Token), s.now())
+	u, err := s.users.VerifyEmail(ctx, jobboard.HashVerificationToken(in.Token), s.now())
 	if err != nil {
 		return err
+	}
+	if err := s.attemptSucceeded(ctx, key); err != nil {
+		return fmt.Errorf("verify email of user %d: %w", u.ID, err)
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	return writeJSON(w, http.StatusOK, u)

@@ -42,23 +42,24 @@ var (
 	ErrUnsearchable = errors.New("the search query has no word to search for")
 )
 
-// BlockedError is a login refused because the account failed too often. It
-// matches ErrTooManyAttempts.
+// BlockedError is an attempt refused because too many failed before it
+// (logins to an account from one client, or any attempts of one client).
+// It matches ErrTooManyAttempts.
 type BlockedError struct {
 	// RetryAfter is how long until the next attempt is accepted.
 	RetryAfter time.Duration
 }
 
 func (e *BlockedError) Error() string {
-	return fmt.Sprintf("too many failed logins; retry after %s", e.RetryAfter)
+	return fmt.Sprintf("too many failed attempts; retry after %s", e.RetryAfter)
 }
 
 // Is makes errors.Is(err, ErrTooManyAttempts) true.
 func (e *BlockedError) Is(target error) bool { return target == ErrTooManyAttempts }
 
-// ErrTooManyAttempts is the kind of a login refused for a while after
+// ErrTooManyAttempts is the kind of an attempt refused for a while after
 // repeated failures (see BlockedError for how long).
-var ErrTooManyAttempts = errors.New("too many failed logins")
+var ErrTooManyAttempts = errors.New("too many failed attempts")
 
 // FieldError is one invalid input field.
 type FieldError struct {

@@ -36,6 +36,8 @@ const MaxEventIDLen = 128
 //	 "application_id":42,"old_status":"reviewing","new_status":"interview"}
 //	{"type":"user.email_verification_requested","event_id":"0b9e…","occurred_at":"2026-12-02T10:00:00Z",
 //	 "user_id":7}
+//	{"type":"user.password_reset_requested","event_id":"5d2a…","occurred_at":"2026-12-02T10:00:00Z",
+//	 "user_id":7}
 type Event struct {
 	Type       string    `json:"type"`
 	EventID    string    `json:"event_id"`
@@ -47,7 +49,9 @@ type Event struct {
 	NewStatus     ApplicationStatus `json:"new_status,omitempty"`
 
 	// user.email_verification_requested: the account whose address to
-	// verify. webhook.endpoint_disabled: the member to tell.
+	// verify. user.password_reset_requested: the account whose password to
+	// reset, or zero when no account had the address.
+	// webhook.endpoint_disabled: the member to tell.
 	UserID int64 `json:"user_id,omitempty"`
 
 	// webhook.delivery_requested: the delivery to attempt, and the dispatch
@@ -77,6 +81,12 @@ var requiredFields = map[string]func(Event) string{
 	EventTypeEmailVerificationRequested: func(ev Event) string {
 		if ev.UserID <= 0 {
 			return "missing or non-positive user_id"
+		}
+		return ""
+	},
+	EventTypePasswordResetRequested: func(ev Event) string {
+		if ev.UserID < 0 {
+			return "negative user_id" // absent: no account had the address
 		}
 		return ""
 	},

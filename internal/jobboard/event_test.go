@@ -81,6 +81,14 @@ func TestDecodeEvent(t *testing.T) {
 		{name: "application_id as a string", body: `{"type":"application.status_changed","event_id":"e1","application_id":"42","new_status":"offer"}`, reason: "invalid JSON"},
 		{name: "missing new_status", body: `{"type":"application.status_changed","event_id":"e1","occurred_at":"2026-12-02T10:00:00Z","application_id":1}`, reason: "missing new_status"},
 		{name: "bad occurred_at", body: `{"type":"application.status_changed","event_id":"e1","application_id":1,"new_status":"offer","occurred_at":"yesterday"}`, reason: "invalid JSON"},
+
+		{name: "password reset for an account", body: `{"type":"user.password_reset_requested","event_id":"e2","occurred_at":"2026-12-02T10:00:00Z","user_id":7}`,
+			want: jobboard.Event{Type: jobboard.EventTypePasswordResetRequested, EventID: "e2", OccurredAt: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), UserID: 7}},
+		{name: "password reset for an address without an account", body: `{"type":"user.password_reset_requested","event_id":"e3","occurred_at":"2026-12-02T10:00:00Z"}`,
+			want: jobboard.Event{Type: jobboard.EventTypePasswordResetRequested, EventID: "e3", OccurredAt: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}},
+		{name: "password reset with a negative user_id", body: `{"type":"user.password_reset_requested","event_id":"e4","occurred_at":"2026-12-02T10:00:00Z","user_id":-1}`, reason: "negative user_id"},
+		{name: "password reset with user_id as a string", body: `{"type":"user.password_reset_requested","event_id":"e5","occurred_at":"2026-12-02T10:00:00Z","user_id":"7"}`, reason: "invalid JSON"},
+		{name: "password reset without event_id", body: `{"type":"user.password_reset_requested","occurred_at":"2026-12-02T10:00:00Z","user_id":7}`, reason: "missing event_id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,6 +46,11 @@ const (
 	// OutcomeUserMissing: a verification event whose account no longer
 	// exists. The claim is finished.
 	OutcomeUserMissing EventOutcome = "user_missing"
+	// OutcomeNoAccount: a password reset event for an address that no
+	// account had when it was asked for (the API queues those too, so that
+	// its answer does not tell), or whose account is gone. No email; the
+	// claim is finished.
+	OutcomeNoAccount EventOutcome = "no_account"
 )
 
 // ApplicationDetails is what the status email needs to know about an
@@ -66,7 +71,7 @@ type Claim struct {
 	// OutcomeBusy, OutcomePayloadMismatch, or a claim finished at once:
 	// OutcomeApplicationMissing, OutcomeRecipientUnverified (status
 	// events), OutcomeUserMissing, OutcomeAlreadyVerified (verification
-	// events).
+	// events), OutcomeNoAccount (password reset events).
 	Outcome EventOutcome
 	// Token is the lease token of an owned claim; FinishClaim and
 	// ReleaseClaim need it.
@@ -79,9 +84,9 @@ type Claim struct {
 	Attempts int
 	// Application is the application of a status event that is owned.
 	Application ApplicationDetails
-	// Recipient is, for an owned verification event, the address and the
-	// fresh token of its link (made by this claim; an earlier attempt's
-	// token no longer works).
+	// Recipient is, for an owned verification or password reset event,
+	// the address and the fresh token of its link (made by this claim; an
+	// earlier attempt's token no longer works).
 	Recipient RecipientDetails
 }
 
@@ -100,11 +105,11 @@ type Finish struct {
 type EventStore interface {
 	// ClaimEvent claims ev.EventID with a lease of the given length: a new
 	// claim, or the take-over of a claim whose lease expired. An owned
-	// claim comes with what the email needs; for a verification event
-	// that includes a new token, whose hash the claim stores. See Claim
-	// for the outcomes; OutcomeApplicationMissing,
-	// OutcomeRecipientUnverified, OutcomeUserMissing and
-	// OutcomeAlreadyVerified finish the claim at once.
+	// claim comes with what the email needs; for a verification or a
+	// password reset event that includes a new token, whose hash the claim
+	// stores. See Claim for the outcomes; OutcomeApplicationMissing,
+	// OutcomeRecipientUnverified, OutcomeUserMissing,
+	// OutcomeAlreadyVerified and OutcomeNoAccount finish the claim at once.
 	// Errors: database errors, an event type it cannot claim.
 	ClaimEvent(ctx context.Context, ev Event, lease time.Duration) (Claim, error)
 	// FinishClaims records the outcomes of owned claims, all in one

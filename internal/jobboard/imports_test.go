@@ -15,7 +15,7 @@ const module = "github.com/jobboard/jobboard/"
 var allowedInternal = map[string][]string{
 	"internal/jobboard": {},
 	"internal/postgres": {"internal/jobboard"},
-	"internal/httpapi":  {"internal/jobboard"},
+	"internal/httpapi":  {"internal/jobboard", "internal/emf"},
 	"internal/queue":    {"internal/jobboard"},
 	"internal/mail":     {"internal/jobboard"},
 	"internal/worker":   {"internal/jobboard", "internal/emf"},
@@ -37,6 +37,8 @@ var allowedInternal = map[string][]string{
 	// What the functions' mains share: their common settings and logger.
 	"internal/function":        {"internal/awsenv"},
 	"internal/postgres/schema": {},
+	// The deploy's PreTraffic hook: migrate, smoke-test, report.
+	"internal/deployhook": {},
 }
 
 // The domain imports only the standard library, and no adapter imports

@@ -5,11 +5,11 @@ import (
 	"time"
 )
 
-// LoginPolicy says how repeated failed logins to one account are slowed
-// down: the FreeAttempts-th consecutive failure blocks the account for
-// BaseDelay, each further one for twice as long as the one before, at most
-// MaxDelay. A failure more than ResetAfter after the previous one starts the
-// count anew.
+// LoginPolicy says how repeated failed attempts under one key (see
+// ThrottleKey) are slowed down: the FreeAttempts-th consecutive failure
+// blocks the key for BaseDelay, each further one for twice as long as the
+// one before, at most MaxDelay. A failure more than ResetAfter after the
+// previous one starts the count anew.
 type LoginPolicy struct {
 	FreeAttempts int
 	BaseDelay    time.Duration
@@ -17,10 +17,19 @@ type LoginPolicy struct {
 	ResetAfter   time.Duration
 }
 
-// DefaultLoginPolicy is five failures, then blocks of 1 s, 2 s, 4 s ... up to
-// 15 minutes; a day without failures forgets them. The cap bounds how long
-// someone who knows an email can lock its owner out.
+// DefaultLoginPolicy counts the failed logins to one account from one
+// client: five failures, then blocks of 1 s, 2 s, 4 s ... up to 15 minutes;
+// a day without failures forgets them. Someone who knows an address can
+// block only their own client's attempts at it, not its owner's elsewhere.
 var DefaultLoginPolicy = LoginPolicy{FreeAttempts: 5, BaseDelay: time.Second, MaxDelay: 15 * time.Minute, ResetAfter: 24 * time.Hour}
+
+// DefaultClientPolicy counts the failures of one client across every
+// account (one password sprayed over many addresses, or addresses probed by
+// registering them): twenty, then blocks of 1 s doubling up to 15 minutes;
+// an hour without failures forgets them. Looser than DefaultLoginPolicy,
+// since many people may share a client address (a NAT); a success takes
+// back its own attempt but does not forget the others'.
+var DefaultClientPolicy = LoginPolicy{FreeAttempts: 20, BaseDelay: time.Second, MaxDelay: 15 * time.Minute, ResetAfter: time.Hour}
 
 // Delay is how long an account stays blocked after its n-th consecutive
 // failure: zero while n < FreeAttempts.
@@ -50,20 +59,45 @@ func (p LoginPolicy) Delays() []time.Duration {
 	return ds
 }
 
-// LoginThrottle keeps the count of login attempts per account key (a
-// digest of the normalised email, whether or not an account has it).
+// ThrottleKey is one count of attempts: what is counted, and the policy
+// that blocks it.
+type ThrottleKey struct {
+	// Digest names what is counted, without keeping it in clear: a digest
+	// of an (account, client) pair, or of a client alone.
+	Digest []byte
+	Policy LoginPolicy
+	// Shared marks a count that many accounts share (a client's): a success
+	// takes back its own attempt but does not forget the others' failures,
+	// so that an attacker cannot wipe the count by signing in to their own
+	// account between guesses.
+	Shared bool
+}
+
+// LoginThrottle keeps counts of attempts, such as logins, per key (see
+// ThrottleKey); the same counts back other requests that an attacker could
+// repeat to guess or probe, such as registrations that find the address
+// taken.
 type LoginThrottle interface {
-	// LoginAttempt counts an attempt to log in with key at now, as a
-	// failure until LoginSucceeded forgets it, and blocks the key for
-	// p.Delay(consecutive attempts) — unless the key is blocked at now:
-	// then it counts nothing and returns how long the block lasts. The
-	// check and the count are one step, so that attempts made at the same
-	// time cannot all pass the check before any of them is counted. It
+	// LoginAttempt counts an attempt at now under each key in order (one
+	// or two), as a failure until LoginSucceeded says otherwise, and blocks
+	// each for its policy's Delay of the consecutive failures — but it
+	// stops at the first key that is blocked at now: that key and those
+	// after it count nothing, and it returns how long that block lasts.
+	// The keys before it have counted the attempt. The check and the count
+	// of a key are one step, so that attempts made at the same time cannot
+	// all pass the check before any of them is counted. It returns only
+	// storage errors.
+	LoginAttempt(ctx context.Context, now time.Time, keys ...ThrottleKey) (blocked time.Duration, err error)
+	// LoginSucceeded records that the attempt counted under keys
+	// succeeded: it forgets the failures of every key that is not Shared,
+	// and takes the one attempt back from every Shared key. It returns only
+	// storage errors.
+	LoginSucceeded(ctx context.Context, keys ...ThrottleKey) error
+	// LoginUndecided takes the attempt counted under keys back from every
+	// key: it was never decided (the server was too busy to check the
+	// password), so it counts neither way. A block it set stays. It
 	// returns only storage errors.
-	LoginAttempt(ctx context.Context, key []byte, now time.Time, p LoginPolicy) (blocked time.Duration, err error)
-	// LoginSucceeded forgets the key's failures. It returns only storage
-	// errors.
-	LoginSucceeded(ctx context.Context, key []byte) error
+	LoginUndecided(ctx context.Context, keys ...ThrottleKey) error
 }
 
 // LoginFailureRetention forgets failed logins that no longer count.

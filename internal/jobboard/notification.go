@@ -47,6 +47,8 @@ type Mailer interface {
 	SendStatusEmail(ctx context.Context, e StatusEmail) (messageID string, err error)
 	// SendVerificationEmail sends the link that verifies an address.
 	SendVerificationEmail(ctx context.Context, e VerificationEmail) (messageID string, err error)
+	// SendPasswordResetEmail sends the link that resets a password.
+	SendPasswordResetEmail(ctx context.Context, e PasswordResetEmail) (messageID string, err error)
 }
 
 // EventRelay passes a committed event on to the queue right after the

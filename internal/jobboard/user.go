@@ -2,7 +2,7 @@ package jobboard
 
 import (
 	"context"
-	"net/mail"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -30,6 +30,10 @@ type User struct {
 	// EmailVerified: the owner followed a verification link sent to Email.
 	// Only then do status emails go to it.
 	EmailVerified bool `json:"email_verified"`
+	// PasswordChangedAt is when the password was last reset (zero: never).
+	// A session issued under an earlier value is refused (see
+	// Actor.PasswordChangedAt). Not part of the JSON.
+	PasswordChangedAt time.Time `json:"-"`
 }
 
 // Actor is the signed-in user on whose behalf a store method runs. The stores
@@ -37,7 +41,19 @@ type User struct {
 type Actor struct {
 	UserID int64
 	Role   Role
+	// PasswordChangedAt is the account's User.PasswordChangedAt when the
+	// session was issued. The stores refuse an actor whose account's
+	// password has been reset since (ErrSessionRevoked), in the statement
+	// that does the actor's work: a reset ends every session issued
+	// before it. It is the password the session was issued under, not the
+	// time the token was made, so a login that checked the old password
+	// while the reset committed gets a session that is already over.
+	PasswordChangedAt time.Time
 }
+
+// ErrSessionRevoked is the error of a session issued before the account's
+// password was last reset. It matches ErrUnauthenticated.
+var ErrSessionRevoked = fmt.Errorf("session issued before the last password reset: %w", ErrUnauthenticated)
 
 // Limits on user input, in characters.
 const (
@@ -65,13 +81,7 @@ func (r *Registration) Normalize() {
 // Validate returns a *ValidationError naming every invalid field.
 func (r Registration) Validate() error {
 	p := problems{}
-	if r.Email == "" {
-		p.add("email", "is required")
-	} else if utf8.RuneCountInString(r.Email) > MaxEmailLen {
-		p.add("email", "must be at most %d characters", MaxEmailLen)
-	} else if a, err := mail.ParseAddress(r.Email); err != nil || a.Address != r.Email {
-		p.add("email", "must be a plain email address")
-	}
+	checkEmail(p, r.Email)
 	if n := utf8.RuneCountInString(r.Password); n < MinPasswordLen || n > MaxPasswordLen {
 		p.add("password", "must be %d to %d characters", MinPasswordLen, MaxPasswordLen)
 	}
@@ -92,8 +102,10 @@ type Credentials struct {
 	Password string `json:"password"`
 }
 
-// UserStore keeps accounts and the verification of their addresses.
+// UserStore keeps accounts, the verification of their addresses and the
+// resets of their passwords.
 type UserStore interface {
+	PasswordResetStore
 	// Register stores a new, unverified user with the given password hash
 	// and, in the same transaction, queues a verification email (an outbox
 	// event, returned for the relay) unless p's bounds for the address

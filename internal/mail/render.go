@@ -278,41 +278,72 @@ func isSeparator(r rune) bool {
 	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.IsSpace(r)
 }
 
-// verificationTemplateName is the file name (without extension) of the
-// verification email's templates. They stand alone: the status layout
-// greets the candidate by name, and this email carries no text that any
-// user wrote.
-const verificationTemplateName = "verification"
+// The emails with a link (address verification, password reset) stand
+// alone: the status layout greets the candidate by name, and these carry
+// no text that any user wrote. Their templates are <name>.txt (the
+// subject, a blank line, the message) and <name>.html (the whole HTML
+// body; the link may be an href).
 
-// verificationFields are the placeholders of the verification templates:
-// the link and how long it works, nothing a user wrote.
-var verificationFields = []string{"Link", "Hours", "Subject"}
+// verificationTemplates parses the verification email's templates once.
+// Their placeholders are the link and how long it works, nothing a user
+// wrote.
+var verificationTemplates = linkTemplates("verification", "Hours")
 
-// verificationTemplates parses the verification email's templates once:
-// verification.txt (the subject, a blank line, the message) and
-// verification.html (the whole HTML body; the link may be an href).
-var verificationTemplates = sync.OnceValues(func() (templateSet, error) {
-	txt, err := templateFS.ReadFile("templates/" + verificationTemplateName + ".txt")
-	if err != nil {
-		return templateSet{}, err
+// resetTemplates parses the password reset email's templates once.
+var resetTemplates = linkTemplates("password_reset", "Minutes")
+
+// linkTemplates returns a parser, run once, of the templates name.txt and
+// name.html, whose placeholders are Link, Subject and the others given.
+func linkTemplates(name string, fields ...string) func() (templateSet, error) {
+	return sync.OnceValues(func() (templateSet, error) {
+		txt, err := templateFS.ReadFile("templates/" + name + ".txt")
+		if err != nil {
+			return templateSet{}, err
+		}
+		return parseTemplateSet(name, txt, append([]string{"Link", "Subject"}, fields...), "Link")
+	})
+}
+
+// renderLink renders the templates of an email whose one variable part is
+// link (values holds the other placeholders, fixed texts). Errors: the
+// link is not an absolute http(s) URL on one line; a template failed to
+// parse.
+func renderLink(templates func() (templateSet, error), link string, values map[string]string) (subject, text, htmlBody string, err error) {
+	if err := checkLink(link); err != nil {
+		return "", "", "", err
 	}
-	return parseTemplateSet(verificationTemplateName, txt, verificationFields, "Link")
-})
+	set, err := templates()
+	if err != nil {
+		return "", "", "", err
+	}
+	values["Link"] = link
+	subject, text, htmlBody = set.renderWith(values)
+	return subject, text, htmlBody, nil
+}
 
 // RenderVerification returns the subject, plain-text body and HTML body of
 // the email with the link that verifies an address. The link is the only
 // variable part. Errors: the link is not an absolute http(s) URL on one
 // line; a template failed to parse.
 func RenderVerification(e jobboard.VerificationEmail) (subject, text, htmlBody string, err error) {
-	if err := checkLink(e.Link); err != nil {
-		return "", "", "", fmt.Errorf("render verification email for event %s: %w", e.EventID, err)
-	}
-	set, err := verificationTemplates()
+	subject, text, htmlBody, err = renderLink(verificationTemplates, e.Link,
+		map[string]string{"Hours": strconv.Itoa(int(jobboard.VerificationTokenTTL.Hours()))})
 	if err != nil {
 		return "", "", "", fmt.Errorf("render verification email for event %s: %w", e.EventID, err)
 	}
-	values := map[string]string{"Link": e.Link, "Hours": strconv.Itoa(int(jobboard.VerificationTokenTTL.Hours()))}
-	subject, text, htmlBody = set.renderWith(values)
+	return subject, text, htmlBody, nil
+}
+
+// RenderPasswordReset returns the subject, plain-text body and HTML body of
+// the email with the link that resets a password. The link is the only
+// variable part: not the account's name, nothing any user wrote. Errors:
+// as RenderVerification's.
+func RenderPasswordReset(e jobboard.PasswordResetEmail) (subject, text, htmlBody string, err error) {
+	subject, text, htmlBody, err = renderLink(resetTemplates, e.Link,
+		map[string]string{"Minutes": strconv.Itoa(int(jobboard.PasswordResetTokenTTL.Minutes()))})
+	if err != nil {
+		return "", "", "", fmt.Errorf("render password reset email for event %s: %w", e.EventID, err)
+	}
 	return subject, text, htmlBody, nil
 }
 

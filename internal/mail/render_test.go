@@ -206,3 +206,40 @@ func TestRenderVerification(t *testing.T) {
 		}
 	}
 }
+
+// The password reset email: the link is its one variable part, in both
+// bodies (escaped in the HTML); it says how long the link works; a link
+// that is not an absolute http(s) URL on one line is refused.
+func TestRenderPasswordReset(t *testing.T) {
+	t.Parallel()
+	e := jobboard.PasswordResetEmail{EventID: "ev-1", To: "ada@example.com",
+		Link: "https://app.example/reset-password?lang=en&token=abc_DEF-123"}
+	subject, text, html, err := mail.RenderPasswordReset(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subject != "Reset your jobboard password" {
+		t.Errorf("subject %q", subject)
+	}
+	if !strings.Contains(text, "\n"+e.Link+"\n") || !strings.Contains(text, "60 minutes") {
+		t.Errorf("text does not carry the link on a line of its own, or the 60 minutes:\n%s", text)
+	}
+	if !strings.Contains(html, `href="https://app.example/reset-password?lang=en&amp;token=abc_DEF-123"`) ||
+		!strings.Contains(html, "<title>Reset your jobboard password</title>") {
+		t.Errorf("html does not link to %s, or has not the subject as its title:\n%s", e.Link, html)
+	}
+	other := e
+	other.Link, other.To = "https://app.example/reset-password?lang=en&token=zzz", "someone@else.example"
+	_, text2, _, err := mail.RenderPasswordReset(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ReplaceAll(text2, other.Link, e.Link) != text || strings.Contains(text, e.To) {
+		t.Errorf("the text varies with more than the link:\n%s\n---\n%s", text, text2)
+	}
+	for _, bad := range []string{"", "/reset?token=x", "javascript:alert(1)", "https://app.example/r?token=a\nSubject: x", "https://app.example/r token"} {
+		if _, _, _, err := mail.RenderPasswordReset(jobboard.PasswordResetEmail{EventID: "ev-2", Link: bad}); err == nil {
+			t.Errorf("link %q accepted", bad)
+		}
+	}
+}

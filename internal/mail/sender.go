@@ -18,8 +18,8 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
-// Sender sends the worker's emails (status changes, address verification)
-// through SES v2. It implements jobboard.Mailer and is safe for concurrent
+// Sender sends the worker's emails (status changes, address verification,
+// password reset) through SES v2. It implements jobboard.Mailer and is safe for concurrent
 // use.
 //
 // Each email takes exactly one SendEmail request: the SDK's
@@ -91,20 +91,33 @@ func (s *Sender) SendStatusEmail(ctx context.Context, e jobboard.StatusEmail) (m
 // EventIDHeader. It returns the SES message id. Errors as SendStatusEmail's;
 // a link that RenderVerification refuses is jobboard.ErrMailRejected.
 func (s *Sender) SendVerificationEmail(ctx context.Context, e jobboard.VerificationEmail) (messageID string, err error) {
-	if err := checkRecipient(e.To); err != nil {
-		return "", fmt.Errorf("send verification email for event %s: %w: recipient %w", e.EventID, jobboard.ErrMailRejected, err)
+	return s.sendLink(ctx, "verification", e.EventID, e.To, func() (string, string, string, error) { return RenderVerification(e) })
+}
+
+// SendPasswordResetEmail sends the email with the link that resets the
+// password of the account with the address e.To, as SendVerificationEmail
+// sends its link. Errors as SendVerificationEmail's.
+func (s *Sender) SendPasswordResetEmail(ctx context.Context, e jobboard.PasswordResetEmail) (messageID string, err error) {
+	return s.sendLink(ctx, "password reset", e.EventID, e.To, func() (string, string, string, error) { return RenderPasswordReset(e) })
+}
+
+// sendLink sends an email with a link (rendered by render) to a bare
+// address, tagged with event_id and carrying the header EventIDHeader.
+func (s *Sender) sendLink(ctx context.Context, kind, eventID, to string, render func() (subject, text, html string, err error)) (string, error) {
+	if err := checkRecipient(to); err != nil {
+		return "", fmt.Errorf("send %s email for event %s: %w: recipient %w", kind, eventID, jobboard.ErrMailRejected, err)
 	}
-	subject, text, html, err := RenderVerification(e)
+	subject, text, html, err := render()
 	if err != nil {
-		return "", fmt.Errorf("send verification email: %w: %w", jobboard.ErrMailRejected, err)
+		return "", fmt.Errorf("send %s email: %w: %w", kind, jobboard.ErrMailRejected, err)
 	}
 	var tags []types.MessageTag
-	if v := tagValue(e.EventID); v != "" {
+	if v := tagValue(eventID); v != "" {
 		tags = []types.MessageTag{{Name: aws.String(TagEventID), Value: aws.String(v)}}
 	}
-	id, err := s.send(ctx, e.EventID, e.To, subject, text, html, tags)
+	id, err := s.send(ctx, eventID, to, subject, text, html, tags)
 	if err != nil {
-		return "", fmt.Errorf("send verification email for event %s: %w", e.EventID, err)
+		return "", fmt.Errorf("send %s email for event %s: %w", kind, eventID, err)
 	}
 	return id, nil
 }

@@ -405,3 +405,38 @@ func BenchmarkSendStatusEmail(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// The password reset email reaches SES as rendered, to the bare address,
+// tagged with its event; a link that cannot be rendered is rejected for
+// good, before SES is asked.
+func TestSendPasswordResetEmail(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ses := localaws.SES(t)
+	s := newSender(t, localaws.NewSESClient(ses.Endpoint))
+	e := jobboard.PasswordResetEmail{EventID: "5d2a0000-0000-4000-8000-000000000001", To: recipient(),
+		Link: "https://app.example/reset-password?token=abc"}
+	id, err := s.SendPasswordResetEmail(ctx, e)
+	if err != nil || id == "" {
+		t.Fatalf("SendPasswordResetEmail = %q, %v", id, err)
+	}
+	got, err := localaws.EmailsTo(ctx, ses.Endpoint, e.To)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("emails to %s: %d, %v; want 1", e.To, len(got), err)
+	}
+	subject, text, html, err := mail.RenderPasswordReset(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := got[0]; m.MessageID != id || m.Subject != subject || m.Body.Text != text || m.Body.HTML != html ||
+		m.Header(mail.EventIDHeader) != e.EventID {
+		t.Errorf("stored email %+v differs from the rendered one", m)
+	}
+	e.Link, e.To = "javascript:alert(1)", recipient()
+	if _, err := s.SendPasswordResetEmail(ctx, e); !errors.Is(err, jobboard.ErrMailRejected) {
+		t.Errorf("a bad link: %v, want ErrMailRejected", err)
+	}
+	if got, _ := localaws.EmailsTo(ctx, ses.Endpoint, e.To); len(got) != 0 {
+		t.Errorf("a bad link reached SES: %d emails", len(got))
+	}
+}

@@ -493,3 +493,26 @@ func TestSweeperDeletesOldVerificationRequests(t *testing.T) {
 		t.Fatalf("requests left = %d, %v; want the 2 within the window", left, err)
 	}
 }
+
+// Password reset requests older than the policy's window are deleted by
+// the sweep, as verification requests are; younger ones stay.
+func TestSweeperDeletesOldPasswordResetRequests(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	window := jobboard.DefaultPasswordResetPolicy.Window
+	for i, ago := range []time.Duration{window + time.Minute, 2 * window, window - time.Minute, time.Second} {
+		if _, err := e.Pool.Exec(ctx, `INSERT INTO password_reset_requests (email_digest, requested_at) VALUES ($1, $2)`,
+			[]byte{byte(i)}, time.Now().Add(-ago)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), PasswordResetRequests: e.DB, DeleteBatch: 1}).Sweep(ctx)
+	if err != nil || r.PasswordResetRequestsDeleted != 2 {
+		t.Fatalf("sweep = %+v, %v; want 2 password reset requests deleted", r, err)
+	}
+	var left int
+	if err := e.Pool.QueryRow(ctx, `SELECT count(*) FROM password_reset_requests`).Scan(&left); err != nil || left != 2 {
+		t.Fatalf("requests left = %d, %v; want the 2 within the window", left, err)
+	}
+}

@@ -62,6 +62,10 @@ type SweeperConfig struct {
 	// than jobboard.DefaultVerificationPolicy's window deleted on every
 	// sweep: they count against no bound any more.
 	VerificationRequests jobboard.VerificationRequestRetention
+	// PasswordResetRequests, when set, has the password reset requests
+	// older than jobboard.DefaultPasswordResetPolicy's window deleted on
+	// every sweep, likewise.
+	PasswordResetRequests jobboard.PasswordResetRequestRetention
 	// LoginFailures, when set, has the failed-login counts whose last
 	// failure is older than jobboard.DefaultLoginPolicy.ResetAfter deleted
 	// on every sweep: the next failure would start such a count again.
@@ -141,6 +145,9 @@ type Report struct {
 	// VerificationRequestsDeleted counts the verification requests the
 	// retention removed.
 	VerificationRequestsDeleted int64 `json:"verification_requests_deleted"`
+	// PasswordResetRequestsDeleted counts the password reset requests the
+	// retention removed.
+	PasswordResetRequestsDeleted int64 `json:"password_reset_requests_deleted"`
 	// Webhooks is the webhook delivery log after the sweep, and
 	// WebhookEventsDeleted the events the retention removed.
 	Webhooks             jobboard.WebhookBacklog `json:"-"`
@@ -222,6 +229,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	if s.c.VerificationRequests != nil {
 		n, err = s.c.VerificationRequests.DeleteOldVerificationRequests(ctx, jobboard.DefaultVerificationPolicy.Window, s.c.DeleteBatch)
 		r.VerificationRequestsDeleted = n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweep: %w", err))
+		}
+	}
+	if s.c.PasswordResetRequests != nil {
+		n, err = s.c.PasswordResetRequests.DeleteOldPasswordResetRequests(ctx, jobboard.DefaultPasswordResetPolicy.Window, s.c.DeleteBatch)
+		r.PasswordResetRequestsDeleted = n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sweep: %w", err))
 		}

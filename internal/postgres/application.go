@@ -41,14 +41,16 @@ func afterCursor(after int64) int64 {
 }
 
 // applySQL inserts only for an open job and an actor who is a candidate in
-// the users table. The unique constraint applications_job_candidate_key, not
-// a prior check, decides between two racing applications.
+// the users table, with a live session ($4, read from the same row). The
+// unique constraint applications_job_candidate_key, not a prior check,
+// decides between two racing applications.
 const applySQL = `
 INSERT INTO applications AS a (job_id, candidate_id, cover_letter)
 SELECT j.id, $2, $3
 FROM jobs j
 WHERE j.id = $1 AND j.status = 'open'
-  AND EXISTS (SELECT 1 FROM users u WHERE u.id = $2 AND u.role = 'candidate')
+  AND EXISTS (SELECT 1 FROM users u WHERE u.id = $2 AND u.role = 'candidate'
+	AND (u.password_changed_at IS NULL OR u.password_changed_at <= $4))
 RETURNING ` + applicationColumns
 
 // applyRefusedSQL explains, after applySQL inserted nothing, why: whether
@@ -64,7 +66,7 @@ FROM jobs j WHERE j.id = $1`
 // actor may not see it (as Job answers), jobboard.ErrJobClosed when it is
 // closed and the actor is a member of its company,
 // jobboard.ErrDuplicateApplication when the candidate has applied to it
-// already.
+// already, jobboard.ErrSessionRevoked.
 func (db *DB) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na jobboard.NewApplication) (jobboard.Application, error) {
 	if actor.Role != jobboard.RoleCandidate {
 		return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, jobboard.ErrForbidden)
@@ -76,7 +78,7 @@ func (db *DB) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na j
 	// The statement writes the application.submitted webhook event too,
 	// when the company has an endpoint that wants it (webhook_emit.go).
 	var emitted []string
-	rows, _ := q.Query(ctx, applyEmittingSQL, jobID, actor.UserID, na.CoverLetter)
+	rows, _ := q.Query(ctx, applyEmittingSQL, jobID, actor.UserID, na.CoverLetter, actor.PasswordChangedAt)
 	a, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (jobboard.Application, error) {
 		return scanApplicationWith(row, &emitted)
 	})
@@ -92,7 +94,9 @@ func (db *DB) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na j
 		// The job was deleted between the SELECT and the foreign key check.
 		err = jobboard.ErrNotFound
 	case errors.Is(err, pgx.ErrNoRows):
-		err = applyRefused(ctx, q, jobID, actor.UserID)
+		if err = refusal(ctx, q, actor, nil); err == nil {
+			err = applyRefused(ctx, q, jobID, actor.UserID)
+		}
 	}
 	return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, timeout(ctx, err))
 }
@@ -119,36 +123,42 @@ func applyRefused(ctx context.Context, q querier, jobID, actorID int64) error {
 }
 
 // visibleApplication is the condition, over applications a joined to jobs j,
-// that the actor $2 may see the application: its candidate, or a member of
-// the job's company.
-const visibleApplication = `(a.candidate_id = $2 OR EXISTS (
-	SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2))`
+// that the actor $2, whose session ($3) is live, may see the application:
+// its candidate, or a member of the job's company.
+var visibleApplication = `(a.candidate_id = $2 OR EXISTS (
+	SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2))
+  AND ` + liveSession("$2", "$3")
 
-const applicationSQL = `
+var applicationSQL = `
 SELECT ` + applicationColumns + `
 FROM applications a
 JOIN jobs j ON j.id = a.job_id
 WHERE a.id = $1 AND ` + visibleApplication
 
 // Application returns an application to its candidate or to a member of the
-// job's company. Errors: jobboard.ErrNotFound.
+// job's company. Errors: jobboard.ErrNotFound, jobboard.ErrSessionRevoked.
 func (db *DB) Application(ctx context.Context, actor jobboard.Actor, id int64) (jobboard.Application, error) {
-	rows, _ := db.pool.Query(ctx, applicationSQL, id, actor.UserID)
+	rows, _ := db.pool.Query(ctx, applicationSQL, id, actor.UserID, actor.PasswordChangedAt)
 	a, err := pgx.CollectExactlyOneRow(rows, scanApplication)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = refusal(ctx, db.pool, actor, jobboard.ErrNotFound)
+	}
 	if err != nil {
-		return jobboard.Application{}, fmt.Errorf("application %d: %w", id, notFound(timeout(ctx, err)))
+		return jobboard.Application{}, fmt.Errorf("application %d: %w", id, timeout(ctx, err))
 	}
 	return a, nil
 }
 
-// jobMemberSQL tells whether actor $2 is a member of job $1's company.
-const jobMemberSQL = `
+// jobMemberSQL tells whether actor $2, whose session ($3) is live, is a
+// member of job $1's company.
+var jobMemberSQL = `
 SELECT EXISTS (
 	SELECT 1 FROM jobs j
 	JOIN company_members m ON m.company_id = j.company_id
-	WHERE j.id = $1 AND m.user_id = $2)`
+	WHERE j.id = $1 AND m.user_id = $2)
+  AND ` + liveSession("$2", "$3")
 
-const jobApplicationsSQL = `
+var jobApplicationsSQL = `
 SELECT ` + applicationColumns + `
 FROM applications a
 WHERE a.job_id = $1 AND a.id < $3
@@ -156,29 +166,33 @@ WHERE a.job_id = $1 AND a.id < $3
 	SELECT 1 FROM jobs j
 	JOIN company_members m ON m.company_id = j.company_id
 	WHERE j.id = $1 AND m.user_id = $2)
+  AND ` + liveSession("$2", "$5") + `
 ORDER BY a.id DESC
 LIMIT $4`
 
 // JobApplications lists a job's applications, newest first, to a member of
 // its company; after is the last id of the previous page (zero: first page)
 // and limit is clamped like SearchJobs's. Errors: jobboard.ErrNotFound when
-// the job does not exist or the actor is not a member of its company.
+// the job does not exist or the actor is not a member of its company,
+// jobboard.ErrSessionRevoked.
 func (db *DB) JobApplications(ctx context.Context, actor jobboard.Actor, jobID int64, limit int, after int64) (jobboard.Page[jobboard.Application], error) {
 	limit = pageLimit(limit)
-	rows, _ := db.pool.Query(ctx, jobApplicationsSQL, jobID, actor.UserID, afterCursor(after), limit+1)
+	rows, _ := db.pool.Query(ctx, jobApplicationsSQL, jobID, actor.UserID, afterCursor(after), limit+1, actor.PasswordChangedAt)
 	apps, err := pgx.CollectRows(rows, scanApplication)
 	if err != nil {
 		return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID, timeout(ctx, err))
 	}
 	if len(apps) == 0 {
 		// An empty page is either a job without (more) applications or a
-		// job the actor may not see; only the second is an error.
+		// job the actor may not see (or a session that ended); only the
+		// first is an answer.
 		var member bool
-		if err := db.pool.QueryRow(ctx, jobMemberSQL, jobID, actor.UserID).Scan(&member); err != nil {
+		if err := db.pool.QueryRow(ctx, jobMemberSQL, jobID, actor.UserID, actor.PasswordChangedAt).Scan(&member); err != nil {
 			return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID, timeout(ctx, err))
 		}
 		if !member {
-			return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID, jobboard.ErrNotFound)
+			return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of job %d: %w", jobID,
+				refusal(ctx, db.pool, actor, jobboard.ErrNotFound))
 		}
 	}
 	return pageOf(apps, limit, applicationID), nil
@@ -186,20 +200,26 @@ func (db *DB) JobApplications(ctx context.Context, actor jobboard.Actor, jobID i
 
 func applicationID(a jobboard.Application) int64 { return a.ID }
 
-const candidateApplicationsSQL = `
+var candidateApplicationsSQL = `
 SELECT ` + applicationColumns + `
 FROM applications a
 WHERE a.candidate_id = $1 AND a.id < $2
+  AND ` + liveSession("$1", "$4") + `
 ORDER BY a.id DESC
 LIMIT $3`
 
 // CandidateApplications lists the actor's own applications, newest first;
 // after is the last id of the previous page (zero: first page) and limit is
-// clamped like SearchJobs's. It returns only database errors.
+// clamped like SearchJobs's. Errors: jobboard.ErrSessionRevoked, database
+// errors.
 func (db *DB) CandidateApplications(ctx context.Context, actor jobboard.Actor, limit int, after int64) (jobboard.Page[jobboard.Application], error) {
 	limit = pageLimit(limit)
-	rows, _ := db.pool.Query(ctx, candidateApplicationsSQL, actor.UserID, afterCursor(after), limit+1)
+	rows, _ := db.pool.Query(ctx, candidateApplicationsSQL, actor.UserID, afterCursor(after), limit+1, actor.PasswordChangedAt)
 	apps, err := pgx.CollectRows(rows, scanApplication)
+	if err == nil && len(apps) == 0 {
+		// No applications (more), or a session that ended.
+		err = refusal(ctx, db.pool, actor, nil)
+	}
 	if err != nil {
 		return jobboard.Page[jobboard.Application]{}, fmt.Errorf("applications of candidate %d: %w", actor.UserID, timeout(ctx, err))
 	}
@@ -209,7 +229,7 @@ func (db *DB) CandidateApplications(ctx context.Context, actor jobboard.Actor, l
 // applicationForUpdateSQL locks the application for the rest of the
 // transaction. A concurrent change waits here, then reads the row as the
 // first change left it (its new version and status).
-const applicationForUpdateSQL = `
+var applicationForUpdateSQL = `
 SELECT ` + applicationColumns + `, a.candidate_id = $2
 FROM applications a
 JOIN jobs j ON j.id = a.job_id
@@ -236,7 +256,8 @@ INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($1, $2, $
 // row and an outbox row carrying the returned event. Asking for the status
 // the application already has changes nothing and returns a nil event.
 // Errors: jobboard.ErrNotFound, jobboard.ErrPreconditionFailed (stale
-// IfVersion), jobboard.ErrInvalidTransition (a *jobboard.TransitionError).
+// IfVersion), jobboard.ErrInvalidTransition (a *jobboard.TransitionError),
+// jobboard.ErrSessionRevoked.
 func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.Event, error) {
 	var (
 		app     jobboard.Application
@@ -245,11 +266,14 @@ func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, 
 	)
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		var isCandidate bool
-		err := tx.QueryRow(ctx, applicationForUpdateSQL, id, actor.UserID).Scan(
+		err := tx.QueryRow(ctx, applicationForUpdateSQL, id, actor.UserID, actor.PasswordChangedAt).Scan(
 			&app.ID, &app.JobID, &app.CandidateID, &app.CoverLetter, &app.Status, &app.Version,
 			&app.CreatedAt, &app.UpdatedAt, &isCandidate)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return refusal(ctx, tx, actor, jobboard.ErrNotFound)
+		}
 		if err != nil {
-			return notFound(err)
+			return err
 		}
 		if c.IfVersion != nil && *c.IfVersion != app.Version {
 			return jobboard.ErrPreconditionFailed
@@ -303,14 +327,15 @@ func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, 
 	return app, event, nil
 }
 
-// applicationVisibleSQL tells whether actor $2 may see application $1.
-const applicationVisibleSQL = `
+// applicationVisibleSQL tells whether actor $2, whose session ($3) is live,
+// may see application $1.
+var applicationVisibleSQL = `
 SELECT EXISTS (
 	SELECT 1 FROM applications a
 	JOIN jobs j ON j.id = a.job_id
 	WHERE a.id = $1 AND ` + visibleApplication + `)`
 
-const historySQL = `
+var historySQL = `
 SELECT h.old_status, h.new_status, h.changed_by, h.changed_at, h.event_id::text
 FROM application_status_history h
 WHERE h.application_id = $1
@@ -321,9 +346,10 @@ WHERE h.application_id = $1
 ORDER BY h.id`
 
 // History lists an application's status changes, oldest first, to its
-// candidate or a member of the job's company. Errors: jobboard.ErrNotFound.
+// candidate or a member of the job's company. Errors: jobboard.ErrNotFound,
+// jobboard.ErrSessionRevoked.
 func (db *DB) History(ctx context.Context, actor jobboard.Actor, id int64) ([]jobboard.HistoryEntry, error) {
-	rows, _ := db.pool.Query(ctx, historySQL, id, actor.UserID)
+	rows, _ := db.pool.Query(ctx, historySQL, id, actor.UserID, actor.PasswordChangedAt)
 	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobboard.HistoryEntry, error) {
 		var h jobboard.HistoryEntry
 		err := row.Scan(&h.OldStatus, &h.NewStatus, &h.ChangedBy, &h.ChangedAt, &h.EventID)
@@ -335,11 +361,11 @@ func (db *DB) History(ctx context.Context, actor jobboard.Actor, id int64) ([]jo
 	if len(entries) == 0 {
 		// No rows: an application never changed, or one the actor may not see.
 		var visible bool
-		if err := db.pool.QueryRow(ctx, applicationVisibleSQL, id, actor.UserID).Scan(&visible); err != nil {
+		if err := db.pool.QueryRow(ctx, applicationVisibleSQL, id, actor.UserID, actor.PasswordChangedAt).Scan(&visible); err != nil {
 			return nil, fmt.Errorf("history of application %d: %w", id, timeout(ctx, err))
 		}
 		if !visible {
-			return nil, fmt.Errorf("history of application %d: %w", id, jobboard.ErrNotFound)
+			return nil, fmt.Errorf("history of application %d: %w", id, refusal(ctx, db.pool, actor, jobboard.ErrNotFound))
 		}
 	}
 	return entries, nil

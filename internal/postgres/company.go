@@ -22,12 +22,14 @@ func scanCompany(row pgx.CollectableRow) (jobboard.Company, error) {
 }
 
 // createCompanySQL inserts the company only when the actor is an employer
-// according to the users table, not only according to the token.
+// according to the users table, not only according to the token, with a
+// live session ($5, read from the same row).
 const createCompanySQL = `
 INSERT INTO companies AS c (name, description, website, created_by)
 SELECT $1, $2, $3, u.id
 FROM users u
 WHERE u.id = $4 AND u.role = 'employer'
+  AND (u.password_changed_at IS NULL OR u.password_changed_at <= $5)
 RETURNING ` + companyColumns
 
 const addCompanyMemberSQL = `
@@ -35,18 +37,18 @@ INSERT INTO company_members (company_id, user_id) VALUES ($1, $2)`
 
 // CreateCompany stores a company and makes the actor its first member, in
 // one transaction. Errors: jobboard.ErrForbidden when the actor is not an
-// employer.
+// employer, jobboard.ErrSessionRevoked.
 func (db *DB) CreateCompany(ctx context.Context, actor jobboard.Actor, nc jobboard.NewCompany) (jobboard.Company, error) {
 	if actor.Role != jobboard.RoleEmployer {
 		return jobboard.Company{}, fmt.Errorf("create company: %w", jobboard.ErrForbidden)
 	}
 	var c jobboard.Company
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, createCompanySQL, nc.Name, nc.Description, nc.Website, actor.UserID)
+		rows, _ := tx.Query(ctx, createCompanySQL, nc.Name, nc.Description, nc.Website, actor.UserID, actor.PasswordChangedAt)
 		var err error
 		c, err = pgx.CollectExactlyOneRow(rows, scanCompany)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return jobboard.ErrForbidden
+			return refusal(ctx, tx, actor, jobboard.ErrForbidden)
 		}
 		if err != nil {
 			return err

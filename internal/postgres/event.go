@@ -134,6 +134,7 @@ FROM claim LEFT JOIN target t ON true LEFT JOIN token ON true`
 var claimStatements = map[string]struct{ claimNew, takeOver string }{
 	jobboard.EventTypeStatusChanged:              {claimStatusNewSQL, takeOverStatusClaimSQL},
 	jobboard.EventTypeEmailVerificationRequested: {claimVerificationNewSQL, takeOverVerificationClaimSQL},
+	jobboard.EventTypePasswordResetRequested:     {claimResetNewSQL, takeOverResetClaimSQL},
 }
 
 // claimStateSQL reads an existing claim that the new-claim statement met:
@@ -194,14 +195,14 @@ func wrapClaimErr(ev jobboard.Event, err error) error {
 func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash []byte, lease time.Duration) (jobboard.Claim, bool, error) {
 	c := jobboard.Claim{Token: uuid.NewString()}
 	args := []any{ev.EventID, ev.Type, hash, c.Token, lease.Seconds(), ev.ApplicationID}
-	var verificationToken string
+	var linkToken string
 	if ev.Type == jobboard.EventTypeWebhookEndpointDisabled {
 		args[5] = ev.UserID // webhook_notice.go
 	}
-	if ev.Type == jobboard.EventTypeEmailVerificationRequested {
+	if ttl, ok := linkTokenTTL[ev.Type]; ok {
 		var tokenHash []byte
-		verificationToken, tokenHash = jobboard.NewVerificationToken()
-		args = append(args[:5], ev.UserID, tokenHash, jobboard.VerificationTokenTTL.Seconds())
+		linkToken, tokenHash = jobboard.NewVerificationToken()
+		args = append(args[:5], ev.UserID, tokenHash, ttl.Seconds())
 	}
 	var (
 		outcome                          *string
@@ -233,7 +234,7 @@ func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash
 			CandidateName: *name, JobTitle: *jobTitle, CompanyName: *companyNm,
 		}
 	case userID != nil && expiresAt != nil:
-		c.Recipient = jobboard.RecipientDetails{UserID: *userID, Email: *email, Token: verificationToken, ExpiresAt: *expiresAt}
+		c.Recipient = jobboard.RecipientDetails{UserID: *userID, Email: *email, Token: linkToken, ExpiresAt: *expiresAt}
 	case userID != nil && ev.Type == jobboard.EventTypeWebhookEndpointDisabled:
 		c.Recipient = jobboard.RecipientDetails{UserID: *userID, Email: *email}
 	default:

@@ -1,6 +1,10 @@
 package postgres
 
-import "github.com/jackc/pgx/v5/pgxpool"
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // SetSearchWalk makes db's text searches check only rows ids (no filter)
 // or jobs (with filters) one by one before they ask the indexes (0
@@ -30,9 +34,18 @@ const (
 func Pool(db *DB) *pgxpool.Pool { return db.pool }
 
 // The statements of a keyed write, for the benchmark of its floor.
+var CreateJobSQL = createJobSQL
+
 const (
-	CreateJobSQL           = createJobSQL
 	ClaimIdempotencyKeySQL = claimIdempotencyKeySQL
 	StoreAnswerSQL         = storeAnswerSQL
 	IdempotencyLockClass   = idempotencyLockClass
+)
+
+// The statement of Application, and the same without the check of the
+// session, for the benchmark of what the check costs.
+var (
+	ApplicationSQL               = applicationSQL
+	ApplicationSQLWithoutSession = strings.Replace(applicationSQL, "\n  AND "+liveSession("$2", "$3"), "", 1)
+	SessionSQL                   = sessionSQL
 )

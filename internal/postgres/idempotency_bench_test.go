@@ -40,7 +40,7 @@ func BenchmarkIdempotencyKeyFloor(b *testing.B) {
 	company := mustCompany(b, db, employer)
 	nj := newJob("Floor")
 	jobArgs := []any{company.ID, employer.UserID, nj.Title, nj.Description, nj.Location, nj.Remote,
-		nj.EmploymentType, nil, nil, nil}
+		nj.EmploymentType, nil, nil, nil, employer.PasswordChangedAt}
 	ttl := jobboard.IdempotencyKeyTTL.Seconds()
 	answer := jobboard.StoredResponse{
 		Fingerprint: make([]byte, 32), Status: 201,

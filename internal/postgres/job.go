@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -55,16 +56,19 @@ func actorID(actor *jobboard.Actor) *int64 {
 }
 
 // createJobSQL inserts nothing unless the actor is a member of the company,
-// so the authorisation and the write are one statement.
-const createJobSQL = `
+// with a live session ($11), so the authorisation and the write are one
+// statement.
+var createJobSQL = `
 INSERT INTO jobs AS j (company_id, title, description, location, remote,
 	employment_type, salary_min, salary_max, salary_currency)
 SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10
 WHERE EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = $1 AND m.user_id = $2)
+  AND ` + liveSession("$2", "$11") + `
 RETURNING ` + jobColumns
 
 // CreateJob stores an open job of the company. Errors: jobboard.ErrNotFound
-// when the company does not exist or the actor is not its member.
+// when the company does not exist or the actor is not its member,
+// jobboard.ErrSessionRevoked.
 func (db *DB) CreateJob(ctx context.Context, actor jobboard.Actor, companyID int64, nj jobboard.NewJob) (jobboard.Job, error) {
 	q, err := db.writer(ctx)
 	if err != nil {
@@ -72,27 +76,33 @@ func (db *DB) CreateJob(ctx context.Context, actor jobboard.Actor, companyID int
 	}
 	lo, hi, currency := salaryArgs(nj.Salary)
 	rows, _ := q.Query(ctx, createJobSQL, companyID, actor.UserID, nj.Title, nj.Description,
-		nj.Location, nj.Remote, nj.EmploymentType, lo, hi, currency)
+		nj.Location, nj.Remote, nj.EmploymentType, lo, hi, currency, actor.PasswordChangedAt)
 	j, err := pgx.CollectExactlyOneRow(rows, scanJob)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = refusal(ctx, q, actor, jobboard.ErrNotFound)
+	}
 	if err != nil {
-		return jobboard.Job{}, fmt.Errorf("create job in company %d: %w", companyID, notFound(timeout(ctx, err)))
+		return jobboard.Job{}, fmt.Errorf("create job in company %d: %w", companyID, timeout(ctx, err))
 	}
 	return j, nil
 }
 
 // jobSQL returns an open job to anyone and a closed one only to a member of
-// its company ($2 is NULL for an anonymous caller).
-const jobSQL = `
+// its company with a live session ($2 and $3 are NULL for an anonymous
+// caller).
+var jobSQL = `
 SELECT ` + jobColumns + `
 FROM jobs j
 WHERE j.id = $1
   AND (j.status = 'open'
-       OR EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2))`
+       OR EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2)
+          AND ` + liveSession("$2", "$3") + `)`
 
 // Job returns an open job, or a closed one to a member of its company. actor
-// may be nil. Errors: jobboard.ErrNotFound.
+// may be nil; a session that has ended is answered as to anyone. Errors:
+// jobboard.ErrNotFound.
 func (db *DB) Job(ctx context.Context, actor *jobboard.Actor, id int64) (jobboard.Job, error) {
-	rows, _ := db.pool.Query(ctx, jobSQL, id, actorID(actor))
+	rows, _ := db.pool.Query(ctx, jobSQL, id, actorID(actor), sessionOf(actor))
 	j, err := pgx.CollectExactlyOneRow(rows, scanJob)
 	if err != nil {
 		return jobboard.Job{}, fmt.Errorf("job %d: %w", id, notFound(timeout(ctx, err)))
@@ -100,11 +110,12 @@ func (db *DB) Job(ctx context.Context, actor *jobboard.Actor, id int64) (jobboar
 	return j, nil
 }
 
-const jobForUpdateSQL = `
+var jobForUpdateSQL = `
 SELECT ` + jobColumns + `
 FROM jobs j
 WHERE j.id = $1
   AND EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2)
+  AND ` + liveSession("$2", "$3") + `
 FOR UPDATE OF j`
 
 // updateJobSQL moves updated_at strictly forward, even for two updates in
@@ -121,17 +132,20 @@ RETURNING ` + jobColumns
 // holding the row lock from read to write so concurrent patches do not
 // overwrite each other's fields. Errors: jobboard.ErrNotFound, and a
 // *jobboard.ValidationError when the patched job is invalid (nothing is
-// written then).
+// written then), jobboard.ErrSessionRevoked.
 func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
 	var (
 		updated jobboard.Job
 		emitted []string
 	)
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, jobForUpdateSQL, id, actor.UserID)
+		rows, _ := tx.Query(ctx, jobForUpdateSQL, id, actor.UserID, actor.PasswordChangedAt)
 		current, err := pgx.CollectExactlyOneRow(rows, scanJob)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return refusal(ctx, tx, actor, jobboard.ErrNotFound)
+		}
 		if err != nil {
-			return notFound(err)
+			return err
 		}
 		next, err := p.Apply(current)
 		if err != nil {
@@ -167,10 +181,6 @@ func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p j
 // job reaches, jobs_search_idx for text.
 const (
 	searchOpen = `j.status = 'open'`
-	// searchCompany keeps one company's jobs: open ones, and closed ones too
-	// when the actor is a member (an uncorrelated EXISTS, evaluated once).
-	searchCompany = `j.company_id = $%[1]d AND (j.status = 'open' OR EXISTS (
-		SELECT 1 FROM company_members m WHERE m.company_id = $%[1]d AND m.user_id = $%[2]d))`
 	// searchQuery also refuses, inside the statement, a query that the
 	// index cannot answer (querytree gives 'T' for one of only negated
 	// words): the planner folds that condition to false and reads nothing,
@@ -202,6 +212,13 @@ const (
 	// 1 ms).
 	searchAfterChecked = `j.id + 0 < $%[1]d`
 )
+
+// searchCompany keeps one company's jobs: open ones, and closed ones too
+// when the actor is a member with a live session (an uncorrelated EXISTS,
+// evaluated once); one whose session has ended sees what anyone sees.
+var searchCompany = `j.company_id = $%[1]d AND (j.status = 'open' OR EXISTS (
+		SELECT 1 FROM company_members m WHERE m.company_id = $%[1]d AND m.user_id = $%[2]d)
+	AND ` + liveSession("$%[2]d", "$%[3]d") + `)`
 
 // Every search is one statement, searchPageSQL, and a text search that did
 // not fill its page sometimes a second, searchIndexSQL.
@@ -557,7 +574,7 @@ func conditions(b *searchBuilder, actor *jobboard.Actor, f jobboard.JobFilter, r
 		b.add(fragment, args...)
 	}
 	if f.CompanyID != nil {
-		b.add(searchCompany, *f.CompanyID, actorID(actor))
+		b.add(searchCompany, *f.CompanyID, actorID(actor), sessionOf(actor))
 	} else {
 		b.add(searchOpen)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,11 +16,18 @@ import (
 var _ jobboard.UserStore = (*DB)(nil)
 
 // userColumns is the column list that scanUser reads, in order.
-const userColumns = `u.id, u.email, u.name, u.role, u.created_at, u.email_verified_at IS NOT NULL`
+const userColumns = `u.id, u.email, u.name, u.role, u.created_at, u.email_verified_at IS NOT NULL,
+	u.password_changed_at`
 
 func scanUser(row pgx.CollectableRow) (jobboard.User, error) {
-	var u jobboard.User
-	err := row.Scan(&u.ID, &u.Email, &u.Name, &u.Role, &u.CreatedAt, &u.EmailVerified)
+	var (
+		u       jobboard.User
+		changed *time.Time
+	)
+	err := row.Scan(&u.ID, &u.Email, &u.Name, &u.Role, &u.CreatedAt, &u.EmailVerified, &changed)
+	if changed != nil {
+		u.PasswordChangedAt = *changed
+	}
 	return u, err
 }
 
@@ -62,13 +70,19 @@ WHERE u.email = lower($1)`
 // and its password hash. Errors: jobboard.ErrNotFound.
 func (db *DB) UserByEmail(ctx context.Context, email string) (jobboard.User, string, error) {
 	var (
-		u    jobboard.User
-		hash string
+		u       jobboard.User
+		changed *time.Time
+		hash    string
 	)
 	err := db.pool.QueryRow(ctx, userByEmailSQL, strings.TrimSpace(email)).
-		Scan(&u.ID, &u.Email, &u.Name, &u.Role, &u.CreatedAt, &u.EmailVerified, &hash)
+		Scan(&u.ID, &u.Email, &u.Name, &u.Role, &u.CreatedAt, &u.EmailVerified, &changed, &hash)
 	if err != nil {
 		return jobboard.User{}, "", fmt.Errorf("user by email: %w", notFound(timeout(ctx, err)))
+	}
+	if changed != nil {
+		// The hash and the time of its reset come from one row: a session
+		// issued on them is over as soon as a later reset commits.
+		u.PasswordChangedAt = *changed
 	}
 	return u, hash, nil
 }

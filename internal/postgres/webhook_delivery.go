@@ -19,7 +19,7 @@ var (
 )
 
 // The delivery function's statements. They run as the database role
-// jobboard_webhooks (migration 006), whose grants are exactly what they
+// jobboard_webhooks (migration 008), whose grants are exactly what they
 // read and write.
 
 // beginAttemptSQL leases a pending delivery of the dispatch $2 whose
@@ -259,7 +259,7 @@ func (db *DB) DeleteOldWebhookEvents(ctx context.Context, olderThan time.Duratio
 }
 
 // WebhookRole is the database role of the delivery function (migration
-// 006).
+// 008).
 const WebhookRole = "jobboard_webhooks"
 
 // SessionRole makes every connection of the pool take role as its session

@@ -72,6 +72,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives one EMF line per batch. Nil: discard.
 	Metrics io.Writer
+	// FunctionVersion is the Lambda function version that runs the handler
+	// (function.Settings.Version): the metric line carries it as a
+	// dimension too, so that a deploy's rollback alarms watch the new
+	// version alone. Empty outside Lambda.
+	FunctionVersion string
 	// Now and Jitter are the clock and the source of jitter in [0, 1).
 	Now    func() time.Time
 	Jitter func() float64

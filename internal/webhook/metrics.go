@@ -5,8 +5,9 @@ import (
 )
 
 // The delivery function's metrics (namespace jobboard, dimension
-// Service=webhooks), every one on every batch's line: a zero is a data
-// point too.
+// Service=webhooks, and in Lambda also Service and FunctionVersion), every
+// one on every batch's line: a zero is a data point too. A deploy's
+// rollback alarm reads WebhookStoreErrors by version.
 const (
 	metricAttempts          = "WebhookAttempts"
 	metricDelivered         = "WebhookDelivered"
@@ -50,5 +51,5 @@ func (h *Handler) writeMetrics(results []result) {
 	for i, n := range names {
 		ms[i] = emf.Metric{Name: n, Unit: emf.Count, Value: counts[n]}
 	}
-	emf.Write(h.c.Metrics, metricsService, h.c.Now(), ms...)
+	emf.WriteByVersion(h.c.Metrics, metricsService, h.c.FunctionVersion, h.c.Now(), ms...)
 }

@@ -35,8 +35,16 @@ func (m *instantMailer) SendVerificationEmail(context.Context, jobboard.Verifica
 	return "bench", nil
 }
 
-// benchVerifyURL is the verification link's base in the benchmarks.
-const benchVerifyURL = "https://app.example/verify-email"
+func (m *instantMailer) SendPasswordResetEmail(context.Context, jobboard.PasswordResetEmail) (string, error) {
+	m.sent.Add(1)
+	return "bench", nil
+}
+
+// benchVerifyURL and benchResetURL are the links' bases in the benchmarks.
+const (
+	benchVerifyURL = "https://app.example/verify-email"
+	benchResetURL  = "https://app.example/reset-password"
+)
 
 // The baselines, in SQL of the same shapes as the store's, run on a
 // connection of their own.
@@ -92,7 +100,7 @@ func BenchmarkWorker(b *testing.B) {
 		apps[i] = benchApplication(b, db, pool, i)
 	}
 	mailer := &instantMailer{}
-	h, err := worker.New(worker.Config{Store: db, Mailer: mailer, VerifyEmailURL: benchVerifyURL, Metrics: io.Discard})
+	h, err := worker.New(worker.Config{Store: db, Mailer: mailer, VerifyEmailURL: benchVerifyURL, PasswordResetURL: benchResetURL, Metrics: io.Discard})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -205,6 +213,11 @@ func (m slowMailer) SendVerificationEmail(ctx context.Context, e jobboard.Verifi
 	return m.next.SendVerificationEmail(ctx, e)
 }
 
+// SendPasswordResetEmail is not measured either.
+func (m slowMailer) SendPasswordResetEmail(ctx context.Context, e jobboard.PasswordResetEmail) (string, error) {
+	return m.next.SendPasswordResetEmail(ctx, e)
+}
+
 // statementTimer is a pgx tracer that adds up how long the connections
 // spend on statements: the time the database is held (each of the worker's
 // statements is a transaction of its own), without the time spent waiting
@@ -259,7 +272,7 @@ func BenchmarkWorkerConcurrency(b *testing.B) {
 	}
 	mailer := slowMailer{next: e.Sender, latency: latency}
 	handler := func(concurrency int) *worker.Handler {
-		h, err := worker.New(worker.Config{Store: db, Mailer: mailer, VerifyEmailURL: benchVerifyURL, Concurrency: concurrency, Metrics: io.Discard})
+		h, err := worker.New(worker.Config{Store: db, Mailer: mailer, VerifyEmailURL: benchVerifyURL, PasswordResetURL: benchResetURL, Concurrency: concurrency, Metrics: io.Discard})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -617,6 +617,9 @@ func TestMarkFailedDeletesTheMessage(t *testing.T) {
 	if len(lines) != 1 || lines[0]["outcome"] != "mark_failed" || lines[0]["level"] != "ERROR" || lines[0]["ses_message_id"] == "" {
 		t.Errorf("lines = %v, want one ERROR mark_failed with the SES message id", lines)
 	}
+	if ms := e.Logs.Metrics(t); len(ms) != 1 || ms[0]["StoreErrors"] != 1.0 || ms[0]["FailedRecords"] != 0.0 {
+		t.Errorf("EMF lines %v; want the failed mark counted as a store error, the record not failed", ms)
+	}
 }
 
 // Each email carries its event id, in a header, so any email can be traced

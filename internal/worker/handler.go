@@ -59,13 +59,20 @@ const returnMargin = 250 * time.Millisecond
 type Config struct {
 	// Store claims events and loads applications (postgres.DB).
 	Store jobboard.EventStore
-	// Mailer sends the status and verification emails (mail.Sender).
+	// Mailer sends the status, verification and password reset emails
+	// (mail.Sender).
 	Mailer jobboard.Mailer
 	// VerifyEmailURL is the base of the verification link (the
 	// VERIFY_EMAIL_URL setting): the page of the front end that posts the
 	// token to POST /v1/auth/verify-email. The link is this URL with
 	// token=<token> added to its query. Required: an absolute http(s) URL.
 	VerifyEmailURL string
+	// PasswordResetURL is the base of the password reset link (the
+	// ACCOUNT_RECOVERY_URL setting, named so because a setting whose name
+	// says PASSWORD reads as a secret): the page of the front end that
+	// asks for the new password and posts it with the token to
+	// POST /v1/auth/password-reset/confirm. Required, as VerifyEmailURL.
+	PasswordResetURL string
 	// Redelivery, if set, gives failed records their backoff
 	// (queue.Redeliverer); otherwise they wait for the visibility timeout.
 	Redelivery jobboard.Redeliverer
@@ -80,6 +87,11 @@ type Config struct {
 	// Metrics receives one CloudWatch Embedded Metric Format line per batch;
 	// in Lambda it is stdout, like the logs. Default: discard.
 	Metrics io.Writer
+	// FunctionVersion is the Lambda function version that runs the handler
+	// (function.Settings.Version): the metric line carries it as a
+	// dimension, so that a deploy's rollback alarms watch the new version
+	// alone. Empty outside Lambda.
+	FunctionVersion string
 	// StartMargin, SendMargin and LeaseMargin bound the work against the
 	// Lambda deadline; zero means their defaults.
 	StartMargin time.Duration
@@ -97,6 +109,7 @@ type Config struct {
 type Handler struct {
 	c         Config
 	verifyURL *url.URL
+	resetURL  *url.URL
 }
 
 // New returns a Handler. It returns an error when a required dependency is
@@ -106,6 +119,10 @@ func New(c Config) (*Handler, error) {
 		return nil, errors.New("worker: Store and Mailer are required")
 	}
 	verifyURL, err := ParseVerifyEmailURL(c.VerifyEmailURL)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	resetURL, err := ParsePasswordResetURL(c.PasswordResetURL)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
@@ -147,22 +164,34 @@ func New(c Config) (*Handler, error) {
 	if c.Jitter == nil {
 		c.Jitter = defaultJitter
 	}
-	return &Handler{c: c, verifyURL: verifyURL}, nil
+	return &Handler{c: c, verifyURL: verifyURL, resetURL: resetURL}, nil
 }
 
 // ParseVerifyEmailURL reads the base of the verification link. Errors: not
 // an absolute http or https URL, or one that carries a token already.
 func ParseVerifyEmailURL(s string) (*url.URL, error) {
+	return parseLinkURL("verification", "VERIFY_EMAIL_URL", s)
+}
+
+// ParsePasswordResetURL reads the base of the password reset link, as
+// ParseVerifyEmailURL reads the verification link's.
+func ParsePasswordResetURL(s string) (*url.URL, error) {
+	return parseLinkURL("password reset", "ACCOUNT_RECOVERY_URL", s)
+}
+
+// parseLinkURL reads the base of the link of an email: an absolute http or
+// https URL without a token parameter.
+func parseLinkURL(link, setting, s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	switch {
 	case s == "":
-		return nil, errors.New("the verification link's URL (VERIFY_EMAIL_URL) is required")
+		return nil, fmt.Errorf("the %s link's URL (%s) is required", link, setting)
 	case err != nil:
-		return nil, fmt.Errorf("verification link's URL %q: %w", s, err)
+		return nil, fmt.Errorf("%s link's URL %q: %w", link, s, err)
 	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return nil, fmt.Errorf("verification link's URL %q: want an absolute http or https URL", s)
+		return nil, fmt.Errorf("%s link's URL %q: want an absolute http or https URL", link, s)
 	case u.Query().Has("token"):
-		return nil, fmt.Errorf("verification link's URL %q has a token parameter already", s)
+		return nil, fmt.Errorf("%s link's URL %q has a token parameter already", link, s)
 	}
 	return u, nil
 }
@@ -219,7 +248,7 @@ func (h *Handler) Handle(ctx context.Context, batch events.SQSEvent) (events.SQS
 			storeError = r.res.storeErr
 		}
 	}
-	writeMetrics(h.c.Metrics, h.c.Now(), recs)
+	writeMetrics(h.c.Metrics, h.c.FunctionVersion, h.c.Now(), recs)
 	if answered == 0 && storeError != nil {
 		return events.SQSEventResponse{}, fmt.Errorf("no record of the batch could be processed: %w", storeError)
 	}
@@ -323,10 +352,11 @@ func (h *Handler) notStarted(ctx context.Context, r *record, reason string, retr
 
 // groupByApplication returns the indexes of the records, grouped so that
 // the records about one application form one group, in batch order, and
-// so do the records about one account (verification events): the same
-// event twice in a batch is then claimed by the first record and skipped
-// by the second, instead of finding the first's live lease. A record that
-// is about neither is a group of its own.
+// so do the records about one account (verification and password reset
+// events): the same event twice in a batch is then claimed by the first
+// record and skipped by the second, instead of finding the first's live
+// lease. A record that is about neither (a reset for an address no account
+// has) is a group of its own.
 func groupByApplication(recs []record) [][]int {
 	type subject struct {
 		verification bool
@@ -336,7 +366,7 @@ func groupByApplication(recs []record) [][]int {
 	bySubject := map[subject]int{}
 	for i, r := range recs {
 		key := subject{id: r.ev.ApplicationID}
-		if r.ev.Type == jobboard.EventTypeEmailVerificationRequested {
+		if r.ev.Type == jobboard.EventTypeEmailVerificationRequested || r.ev.Type == jobboard.EventTypePasswordResetRequested {
 			key = subject{verification: true, id: r.ev.UserID}
 		}
 		if r.decodeErr != nil || key.id == 0 {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"io"
+	"slices"
 	"time"
 
 	"github.com/jobboard/jobboard/internal/emf"
@@ -26,6 +27,7 @@ var metricsOf = map[string][]string{
 	string(jobboard.OutcomeRecipientUnverified): {"UnverifiedRecipients"},
 	string(jobboard.OutcomeAlreadyVerified):     nil,
 	string(jobboard.OutcomeUserMissing):         nil,
+	string(jobboard.OutcomeNoAccount):           nil,
 }
 
 // metricNames are the worker's metrics, every one on every line (a zero is
@@ -35,18 +37,36 @@ var metricNames = []string{
 	"SendingPaused", "Throttled", "ExpiredEvents", "AmbiguousSends", "UnverifiedRecipients",
 }
 
-// writeMetrics writes the batch's EMF line (namespace jobboard, dimension
-// Service=worker, all counts).
-func writeMetrics(w io.Writer, now time.Time, recs []record) {
-	counts := map[string]int{}
+// What the rollback alarms of a deploy read, by function version: the
+// records of the batch, those reported back as failed (to be retried), and
+// those whose statements the database failed or refused (the claim, or
+// recording what became of the email).
+const (
+	metricRecords       = "Records"
+	metricFailedRecords = "FailedRecords"
+	metricStoreErrors   = "StoreErrors"
+)
+
+// writeMetrics writes the batch's EMF line: namespace jobboard, dimension
+// Service=worker and, in Lambda, also Service and FunctionVersion=version;
+// all counts.
+func writeMetrics(w io.Writer, version string, now time.Time, recs []record) {
+	counts := map[string]int{metricRecords: len(recs)}
 	for _, r := range recs {
 		for _, name := range metricsOf[r.res.outcome] {
 			counts[name]++
 		}
+		if r.res.failed {
+			counts[metricFailedRecords]++
+		}
+		if r.res.outcome == outcomeStoreError || r.res.outcome == outcomeMarkFailed {
+			counts[metricStoreErrors]++
+		}
 	}
-	ms := make([]emf.Metric, len(metricNames))
-	for i, name := range metricNames {
+	names := append(slices.Clone(metricNames), metricRecords, metricFailedRecords, metricStoreErrors)
+	ms := make([]emf.Metric, len(names))
+	for i, name := range names {
 		ms[i] = emf.Metric{Name: name, Unit: emf.Count, Value: float64(counts[name])}
 	}
-	emf.Write(w, "worker", now, ms...)
+	emf.WriteByVersion(w, "worker", version, now, ms...)
 }

@@ -32,7 +32,7 @@ const (
 // process handles one record and logs one line about it (two at DEBUG).
 func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage, ev jobboard.Event, decodeErr error) result {
 	if decodeErr == nil && ev.Type != jobboard.EventTypeStatusChanged && ev.Type != jobboard.EventTypeEmailVerificationRequested &&
-		ev.Type != jobboard.EventTypeWebhookEndpointDisabled {
+		ev.Type != jobboard.EventTypePasswordResetRequested && ev.Type != jobboard.EventTypeWebhookEndpointDisabled {
 		decodeErr = fmt.Errorf("no handler for event type %q", ev.Type)
 	}
 	if decodeErr != nil {
@@ -74,23 +74,30 @@ func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage,
 
 // send is step two: the email of the event's type.
 func (h *Handler) send(ctx context.Context, ev jobboard.Event, c jobboard.Claim) (string, error) {
-	if ev.Type == jobboard.EventTypeWebhookEndpointDisabled {
+	switch ev.Type {
+	case jobboard.EventTypeWebhookEndpointDisabled:
 		return sendWebhookNotice(ctx, h.c.Mailer, ev, c) // webhook_notice.go
-	}
-	if ev.Type == jobboard.EventTypeEmailVerificationRequested {
+	case jobboard.EventTypeEmailVerificationRequested:
 		return h.c.Mailer.SendVerificationEmail(ctx, jobboard.VerificationEmail{
 			EventID:   ev.EventID,
 			To:        c.Recipient.Email,
-			Link:      verificationLink(h.verifyURL, c.Recipient.Token),
+			Link:      tokenLink(h.verifyURL, c.Recipient.Token),
+			ExpiresAt: c.Recipient.ExpiresAt,
+		})
+	case jobboard.EventTypePasswordResetRequested:
+		return h.c.Mailer.SendPasswordResetEmail(ctx, jobboard.PasswordResetEmail{
+			EventID:   ev.EventID,
+			To:        c.Recipient.Email,
+			Link:      tokenLink(h.resetURL, c.Recipient.Token),
 			ExpiresAt: c.Recipient.ExpiresAt,
 		})
 	}
 	return h.c.Mailer.SendStatusEmail(ctx, statusEmail(ev, c.Application))
 }
 
-// verificationLink is base with the token in its query ("token=..."),
-// beside whatever query base has.
-func verificationLink(base *url.URL, token string) string {
+// tokenLink is base with the token in its query ("token=..."), beside
+// whatever query base has.
+func tokenLink(base *url.URL, token string) string {
 	u := *base
 	q := u.Query()
 	q.Set("token", token)
@@ -117,6 +124,10 @@ func (h *Handler) notOwned(ctx context.Context, msg events.SQSMessage, ev jobboa
 		h.logRecord(ctx, slog.LevelInfo, "address verified already; no verification email", msg.MessageId, ev, o, c.Token)
 	case jobboard.OutcomeUserMissing:
 		h.logRecord(ctx, slog.LevelWarn, "account no longer exists; skipped", msg.MessageId, ev, o, c.Token)
+	case jobboard.OutcomeNoAccount:
+		// Expected: the API queues a reset event for every address asked
+		// about, so that its answer does not tell which have an account.
+		h.logRecord(ctx, slog.LevelInfo, "no account has the address; no password reset email", msg.MessageId, ev, o, c.Token)
 	case jobboard.OutcomeBusy:
 		h.logRecord(ctx, slog.LevelWarn, "another worker holds the claim; will retry after its lease", msg.MessageId, ev, o, "",
 			slog.Duration("busy_for", c.BusyFor))
@@ -255,10 +266,12 @@ func statusEmail(ev jobboard.Event, d jobboard.ApplicationDetails) jobboard.Stat
 
 // emailName says which email an event sends, for the logs.
 func emailName(ev jobboard.Event) string {
-	if ev.Type == jobboard.EventTypeEmailVerificationRequested {
+	switch ev.Type {
+	case jobboard.EventTypeEmailVerificationRequested:
 		return "verification email"
-	}
-	if ev.Type == jobboard.EventTypeWebhookEndpointDisabled {
+	case jobboard.EventTypePasswordResetRequested:
+		return "password reset email"
+	case jobboard.EventTypeWebhookEndpointDisabled:
 		return "webhook notice"
 	}
 	return "status email"
@@ -268,8 +281,8 @@ func emailName(ev jobboard.Event) string {
 // fields, empty when unknown (a malformed message has no event id; a
 // verification event no application_id, a status event no user_id), so
 // that a query over the logs can rely on them; lease_token ties the lines
-// of one attempt together. No line carries a verification token: the
-// claim's Recipient is never logged.
+// of one attempt together. No line carries a verification or password
+// reset token: the claim's Recipient is never logged.
 func (h *Handler) logRecord(ctx context.Context, level slog.Level, msg, messageID string,
 	ev jobboard.Event, outcome, leaseToken string, extra ...slog.Attr,
 ) {

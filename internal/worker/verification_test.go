@@ -41,11 +41,17 @@ func newAccount(t *testing.T, e *workertest.Env) (jobboard.User, jobboard.Event)
 	return u, ev
 }
 
-// storedTokenHashes returns the token hashes stored for the event.
+// storedTokenHashes returns the verification token hashes stored for the
+// event.
 func storedTokenHashes(t *testing.T, e *workertest.Env, eventID string) [][]byte {
 	t.Helper()
-	rows, err := e.Pool.Query(context.Background(),
-		`SELECT token_hash FROM email_verification_tokens WHERE event_id = $1`, eventID)
+	return tokenHashesIn(t, e, "email_verification_tokens", eventID)
+}
+
+// tokenHashesIn returns the token hashes stored in table for the event.
+func tokenHashesIn(t *testing.T, e *workertest.Env, table, eventID string) [][]byte {
+	t.Helper()
+	rows, err := e.Pool.Query(context.Background(), `SELECT token_hash FROM `+table+` WHERE event_id = $1`, eventID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,17 +260,22 @@ func TestVerificationEventWithNothingToSend(t *testing.T) {
 	}
 }
 
-// The verification link's base must be an absolute http(s) URL.
-func TestNewRequiresAVerificationURL(t *testing.T) {
+// The bases of the verification and password reset links must be
+// absolute http(s) URLs without a token.
+func TestNewRequiresTheLinksURLs(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
+	const verify, reset = "http://localhost:3000/verify-email", "http://localhost:3000/reset-password"
 	for _, bad := range []string{"", "/verify", "ftp://app.example/v", "https://app.example/v?token=x", "https:///v"} {
-		if _, err := worker.New(worker.Config{Store: e.DB, Mailer: e.Sender, VerifyEmailURL: bad}); err == nil {
+		if _, err := worker.New(worker.Config{Store: e.DB, Mailer: e.Sender, VerifyEmailURL: bad, PasswordResetURL: reset}); err == nil {
 			t.Errorf("VerifyEmailURL %q accepted", bad)
 		}
+		if _, err := worker.New(worker.Config{Store: e.DB, Mailer: e.Sender, VerifyEmailURL: verify, PasswordResetURL: bad}); err == nil {
+			t.Errorf("PasswordResetURL %q accepted", bad)
+		}
 	}
-	if _, err := worker.New(worker.Config{Store: e.DB, Mailer: e.Sender, VerifyEmailURL: "http://localhost:3000/verify-email"}); err != nil {
-		t.Errorf("a local URL refused: %v", err)
+	if _, err := worker.New(worker.Config{Store: e.DB, Mailer: e.Sender, VerifyEmailURL: verify, PasswordResetURL: reset}); err != nil {
+		t.Errorf("local URLs refused: %v", err)
 	}
 }
 

@@ -641,7 +641,9 @@ func TestDatabaseDownFailsTheBatch(t *testing.T) {
 	}
 	gone.Close()
 	m := &workertest.FlakyMailer{Next: e.Sender}
-	h := e.Handler(t, m, func(c *worker.Config) { c.Store = gone })
+	// One record at a time, in batch order: the malformed record is handled
+	// before the store error stops the batch, so the metric line has both.
+	h := e.Handler(t, m, func(c *worker.Config) { c.Store = gone; c.Concurrency = 1 })
 
 	_, err = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
 		record("not JSON"), record(workertest.Body(t, app.Event()))}})
@@ -651,10 +653,16 @@ func TestDatabaseDownFailsTheBatch(t *testing.T) {
 	if attempted, _ := m.Calls(); attempted != 0 {
 		t.Errorf("sends attempted = %d, want 0", attempted)
 	}
+	// The metrics of a failed batch still count: the rollback alarm of a
+	// deploy reads StoreErrors.
+	if ms := e.Logs.Metrics(t); len(ms) != 1 || ms[0]["Records"] != 2.0 || ms[0]["StoreErrors"] != 1.0 || ms[0]["MalformedMessages"] != 1.0 {
+		t.Errorf("EMF lines %v; want one with 2 records, 1 store error, 1 malformed", ms)
+	}
 }
 
 // Every record line carries event_id, message_id, application_id and
-// outcome, and every batch writes one EMF line with the four counters.
+// outcome, and every batch writes one EMF line with every counter, by
+// function version too.
 func TestLogsAndMetrics(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
@@ -672,7 +680,8 @@ func TestLogsAndMetrics(t *testing.T) {
 		record("{}"),
 		record(workertest.Body(t, failed)),
 	}}
-	if _, err := e.Handler(t, m).Handle(context.Background(), batch); err != nil {
+	h := e.Handler(t, m, func(c *worker.Config) { c.FunctionVersion = "7" })
+	if _, err := h.Handle(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
 
@@ -713,7 +722,8 @@ func TestLogsAndMetrics(t *testing.T) {
 	}
 	emf := metrics[0]
 	want := map[string]float64{"EmailsSent": 1, "DuplicatesSkipped": 1, "MalformedMessages": 1, "SendFailures": 1,
-		"SendingPaused": 0, "Throttled": 0, "ExpiredEvents": 0, "AmbiguousSends": 0, "UnverifiedRecipients": 0}
+		"SendingPaused": 0, "Throttled": 0, "ExpiredEvents": 0, "AmbiguousSends": 0, "UnverifiedRecipients": 0,
+		"Records": 4, "FailedRecords": 2, "StoreErrors": 0}
 	for k, v := range want {
 		if emf[k] != v {
 			t.Errorf("EMF %s = %v, want %v", k, emf[k], v)
@@ -736,9 +746,12 @@ func TestLogsAndMetrics(t *testing.T) {
 		names = append(names, md["Name"].(string))
 	}
 	sort.Strings(names)
-	if !slices.Equal(names, []string{"AmbiguousSends", "DuplicatesSkipped", "EmailsSent", "ExpiredEvents",
-		"MalformedMessages", "SendFailures", "SendingPaused", "Throttled", "UnverifiedRecipients"}) {
+	if !slices.Equal(names, []string{"AmbiguousSends", "DuplicatesSkipped", "EmailsSent", "ExpiredEvents", "FailedRecords",
+		"MalformedMessages", "Records", "SendFailures", "SendingPaused", "StoreErrors", "Throttled", "UnverifiedRecipients"}) {
 		t.Errorf("metric names = %v", names)
+	}
+	if emf["FunctionVersion"] != "7" || fmt.Sprint(directive["Dimensions"]) != "[[Service] [Service FunctionVersion]]" {
+		t.Errorf("FunctionVersion %v, dimensions %v; want 7, by Service and by Service and FunctionVersion", emf["FunctionVersion"], directive["Dimensions"])
 	}
 	// Every dimension named must be a member of the line, or CloudWatch
 	// drops the document.

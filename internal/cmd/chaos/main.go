@@ -14,7 +14,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/jobboard/jobboard/internal/chaos"
 )
@@ -29,6 +31,11 @@ func main() {
 	}
 }
 
+// defaultLogs is where a run keeps its logs, one folder per run, whether
+// it passes or fails: `make chaos` runs at the repository's root, so they
+// land in its ignored build folder.
+const defaultLogs = "build/chaos/logs"
+
 // errFailed means the run completed and broke a promise; the report says
 // which.
 var errFailed = errors.New("the run failed; see the report")
@@ -38,7 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	short := fs.Bool("short", false, "the short configuration (the one `go test` runs) instead of the full one")
 	seed := fs.Int64("seed", 0, "the seed of the fault schedule and the load (0: a random one, printed)")
 	bin := fs.String("bin", "", "a folder with prebuilt api, worker, sweeper and webhook binaries (default: build them)")
-	logs := fs.String("logs", "", "where to keep every process's log (default: a temporary folder, kept if the run fails)")
+	logs := fs.String("logs", "", "where to keep every process's log and the verdict (default: "+defaultLogs+"/<start time>)")
 	only := fs.String("only", "", "run only one of the runs: email or webhooks (default: both, email first)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -57,6 +64,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	cfg.Seed = *seed
 	for cfg.Seed == 0 {
 		cfg.Seed = rand.Int64()
+	}
+	if *logs == "" {
+		*logs = filepath.Join(defaultLogs, time.Now().UTC().Format("20060102T150405Z"))
 	}
 	cfg.BinDir, cfg.LogDir, cfg.Out = *bin, *logs, stdout
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -47,5 +48,23 @@ func TestRunReportsACancelledRun(t *testing.T) {
 	}
 	if s := out.String(); !strings.Contains(s, "seed 5") || !strings.Contains(s, "FAIL") {
 		t.Errorf("report:\n%s\nwant the seed and FAIL", s)
+	}
+}
+
+// Without -logs, a run keeps its logs in a folder of its own under
+// build/chaos/logs, and its report says which.
+func TestRunKeepsItsLogsUnderBuild(t *testing.T) {
+	t.Chdir(t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out bytes.Buffer
+	env := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/postgres"}
+	_ = run(ctx, []string{"chaos", "-short", "-seed", "5", "-bin", t.TempDir()}, func(k string) string { return env[k] }, &out)
+	runs, err := filepath.Glob(filepath.Join(defaultLogs, "*"))
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("folders under %s: %v (%v); want the run's one", defaultLogs, runs, err)
+	}
+	if want := "logs:        " + runs[0]; !strings.Contains(out.String(), want) {
+		t.Errorf("report:\n%s\nwant it to name the logs, %q", out.String(), want)
 	}
 }

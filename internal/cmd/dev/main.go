@@ -11,7 +11,9 @@
 //	DEV_DATABASE  the database on the server, created if missing (default jobboard_dev)
 //
 // A port of 0 picks a free one. -state names the file where the running
-// stack describes itself for `make invoke` and `make poison`.
+// stack describes itself for `make invoke` and `make poison`; -log the file
+// that receives the processes' logs, so that the terminal shows only the
+// banner.
 package main
 
 import (
@@ -43,6 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	bin := fs.String("bin", "build/dev", "folder with the api, worker and sweeper binaries")
 	template := fs.String("template", "template.yaml", "the SAM template whose queue settings the local queue copies")
 	state := fs.String("state", devstack.DefaultStateFile, "where to describe the running stack for make invoke and make poison (empty: nowhere)")
+	logFile := fs.String("log", "build/dev/dev.log", "where the api, worker and sweeper log (emptied at start; empty: this terminal)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -50,15 +53,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if serverURL == "" {
 		return fmt.Errorf("DATABASE_URL is not set (run through `make dev`)")
 	}
-	apiPort, err := port(getenv, "PORT", 8080)
+	apiPort, err := port(getenv, "PORT", devstack.DefaultAPIPort)
 	if err != nil {
 		return err
 	}
-	sqsPort, err := port(getenv, "SQS_PORT", 4566)
+	sqsPort, err := port(getenv, "SQS_PORT", devstack.DefaultSQSPort)
 	if err != nil {
 		return err
 	}
-	sesPort, err := port(getenv, "SES_PORT", 8005)
+	sesPort, err := port(getenv, "SES_PORT", devstack.DefaultSESPort)
 	if err != nil {
 		return err
 	}
@@ -79,10 +82,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		SESPort:       sesPort,
 		Queue:         queue,
 		SweepInterval: 15 * time.Second,
+		LogFile:       *logFile,
 		Out:           stdout,
 		StateFile:     *state,
 	}
-	return devstack.Run(ctx, cfg, func(st devstack.Stack) { devstack.PrintBanner(stdout, st) })
+	if err := devstack.Run(ctx, cfg, func(st devstack.Stack) { devstack.PrintBanner(stdout, st) }); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "jobboard stopped.")
+	return nil
 }
 
 // port reads the port in the variable name: def when it is empty, 0 for a

@@ -5,10 +5,11 @@
 //	    (make invoke) runs one function's bootstrap under aws-lambda-rie, as
 //	    `sam local invoke FUNCTION -e EVENT` would, with the stack's
 //	    environment, the memory size and timeout that template.yaml gives
-//	    FUNCTION, and EVENT's placeholders filled: {{occurred_at}} with now,
+//	    FUNCTION, and EVENT's placeholders filled (see devstack.FillEvent):
 //	    {{employer_token}} and {{candidate_token}} with tokens of the demo
-//	    accounts, signed in through the stack's API. It prints the answer on
-//	    stdout and the emulator's and function's output on stderr.
+//	    accounts, signed in through the stack's API, and {{occurred_at}}
+//	    with the time the demo was seeded. It prints the answer on stdout
+//	    and the emulator's and function's output on stderr.
 //	devloop poison
 //	    (make poison) sends a message that is not an event to the stack's
 //	    queue and waits until it reaches the dead-letter queue.
@@ -18,6 +19,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -92,7 +94,7 @@ func invoke(ctx context.Context, statePath, templatePath, rie, bootstrap, functi
 	if err != nil {
 		return fmt.Errorf("read event: %w", err)
 	}
-	event, err := devstack.FillEvent(ctx, st, raw, time.Now())
+	event, err := devstack.FillEvent(ctx, st, raw)
 	if err != nil {
 		return fmt.Errorf("%s: %w", eventPath, err)
 	}
@@ -109,5 +111,32 @@ func invoke(ctx context.Context, statePath, templatePath, rie, bootstrap, functi
 	if answer != nil {
 		fmt.Fprintf(stdout, "%s\n", answer)
 	}
+	if failed := batchItemFailures(answer); failed > 0 {
+		fmt.Fprintf(stderr, failedRecordsNote, failed)
+	}
 	return err
+}
+
+// failedRecordsNote explains the WARN that follows a failed record of a
+// sample: the worker sets the record's backoff on a receipt handle the
+// local queue never handed out.
+const failedRecordsNote = `note: %d record(s) failed (batchItemFailures). The worker gives a failed
+record its backoff with ChangeMessageVisibility on the record's receipt
+handle; a sample's handles were never handed out by the local queue, so SQS
+refuses them (the WARN "could not schedule the retries" with
+ReceiptHandleIsInvalid above). On AWS the handle is the one Lambda
+received, and the record comes back after its backoff; make poison shows
+that path with a real message.
+`
+
+// batchItemFailures counts the failed records in a worker's answer (0 for
+// any other answer).
+func batchItemFailures(answer []byte) int {
+	var resp struct {
+		BatchItemFailures []json.RawMessage `json:"batchItemFailures"`
+	}
+	if json.Unmarshal(answer, &resp) != nil {
+		return 0
+	}
+	return len(resp.BatchItemFailures)
 }

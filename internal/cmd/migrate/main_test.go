@@ -3,14 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
@@ -24,45 +19,17 @@ func env(m map[string]string) func(string) string {
 func TestMigrateBringsAnEmptyDatabaseToTheSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	name := fmt.Sprintf("migrate_cmd_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), pgtest.ServerURL())
-		if err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			conn.Close(context.Background())
-		}
-	})
-	u, err := url.Parse(pgtest.ServerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
+	u := pgtest.NewEmptyURL(t)
 	for range 2 {
 		var out bytes.Buffer
-		if err := run(ctx, env(map[string]string{"DATABASE_URL": u.String()}), &out); err != nil {
+		if err := run(ctx, env(map[string]string{"DATABASE_URL": u}), &out); err != nil {
 			t.Fatalf("migrate: %v", err)
 		}
 		if !strings.Contains(out.String(), "migrations applied") {
 			t.Fatalf("output %q", out.String())
 		}
 	}
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var tables int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_name IN ('users', 'jobs', 'applications', 'outbox')`).Scan(&tables); err != nil || tables != 4 {
-		t.Fatalf("tables after migrate: %d (%v)", tables, err)
-	}
+	pgtest.CheckMigrated(t, u)
 }
 
 func TestMigrateErrors(t *testing.T) {

@@ -1,8 +1,9 @@
 // Package openapitest checks HTTP responses against the API's OpenAPI
-// document (httpapi.OpenAPI) with kin-openapi. Tests wrap their client's
-// transport with Transport, so that every response a test receives is
-// checked; responses obtained another way (the Lambda adapter, an
-// httptest.ResponseRecorder) go through Check.
+// document (httpapi.OpenAPI) with two independent validators: kin-openapi,
+// in process, and Stoplight Prism's validating proxy (see prism.go). Tests
+// wrap their client's transport with Transport, so that every response a
+// test receives is checked; responses obtained another way (the Lambda
+// adapter, an httptest.ResponseRecorder) go through Check.
 package openapitest
 
 import (
@@ -57,9 +58,9 @@ func Spec(tb testing.TB) (*openapi3.T, routers.Router) {
 	return specDoc, specRouter
 }
 
-// Check validates one response against the OpenAPI document: its
-// status must be documented for the operation, its headers and body must
-// match. Unmatched routes must answer a 404 (unknown path) or 405 (known
+// Check validates one response against the OpenAPI document, with
+// kin-openapi and with Prism: its status must be documented for the
+// operation, its headers and body must match. Unmatched routes must answer a 404 (unknown path) or 405 (known
 // path, other method, with Allow) problem.
 func Check(tb testing.TB, req *http.Request, status int, header http.Header, body []byte) error {
 	doc, router := Spec(tb)
@@ -114,17 +115,24 @@ func Check(tb testing.TB, req *http.Request, status int, header http.Header, bod
 		}
 		return doc.Components.Schemas["Problem"].Value.VisitJSON(v)
 	}
+	var kinErr error
 	if status == http.StatusNotModified {
-		return checkNotModified(route, header, body)
+		kinErr = checkNotModified(route, header, body)
+	} else {
+		input := &openapi3filter.ResponseValidationInput{
+			RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+			Status:                 status,
+			Header:                 header,
+			Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+		}
+		input.SetBodyBytes(body)
+		kinErr = openapi3filter.ValidateResponse(context.Background(), input)
 	}
-	input := &openapi3filter.ResponseValidationInput{
-		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
-		Status:                 status,
-		Header:                 header,
-		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	p, err := sharedPrism()
+	if err != nil {
+		return errors.Join(kinErr, err)
 	}
-	input.SetBodyBytes(body)
-	return openapi3filter.ValidateResponse(context.Background(), input)
+	return errors.Join(kinErr, p.check(req, status, header, body))
 }
 
 // checkNotModified validates a 304, which kin-openapi's validator skips:

@@ -11,6 +11,7 @@ package pgtest
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
@@ -20,6 +21,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver that pgtestdb opens
@@ -58,6 +60,58 @@ func NewURL(tb testing.TB) string {
 		ForceTerminateConnections: true,
 	}
 	return pgtestdb.Custom(tb, conf, migrator{}).URL()
+}
+
+// NewEmptyURL creates an empty database (no schema at all, as a new
+// deployment's) for tb, drops it when tb ends, and returns its URL.
+func NewEmptyURL(tb testing.TB) string {
+	tb.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, ServerURL())
+	if err != nil {
+		tb.Fatalf("connect to the test server: %v", err)
+	}
+	defer admin.Close(ctx)
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	name := "empty_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		tb.Fatalf("create database %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), ServerURL())
+		if err != nil {
+			tb.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			tb.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(ServerURL())
+	if err != nil {
+		tb.Fatalf("parse server url: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// CheckMigrated fails tb unless the database at url has the schema's main
+// tables: what a migration of an empty database must leave behind.
+func CheckMigrated(tb testing.TB, url string) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		tb.Fatalf("connect to %s: %v", url, err)
+	}
+	defer conn.Close(ctx)
+	var tables int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_name IN ('users', 'jobs', 'applications', 'outbox')`).Scan(&tables)
+	if err != nil || tables != 4 {
+		tb.Errorf("the schema's main tables: %d of 4 (%v)", tables, err)
+	}
 }
 
 // DB is a test's fresh database: the store over it, and Pool, a raw pool

@@ -11,7 +11,7 @@ import (
 )
 
 // WebhookRole is the database role of the delivery function, made by
-// migration 006.
+// migration 008.
 const WebhookRole = "jobboard_webhooks"
 
 // ensureRoles makes the roles the migrations grant to, as the server's

@@ -40,9 +40,12 @@ import (
 // MailFrom is the sender address of the test emails.
 const MailFrom = "jobboard <jobs@example.com>"
 
-// VerifyEmailURL is the verification link's base in the tests (it has a
-// query of its own, which the link keeps beside the token).
-const VerifyEmailURL = "https://app.example/verify-email?lang=en"
+// VerifyEmailURL and PasswordResetURL are the links' bases in the tests
+// (with a query of their own, which the links keep beside the token).
+const (
+	VerifyEmailURL   = "https://app.example/verify-email?lang=en"
+	PasswordResetURL = "https://app.example/reset-password?lang=en"
+)
 
 // Env is one test's pipeline.
 type Env struct {
@@ -122,12 +125,13 @@ func OpenWorkerDB(tb testing.TB, url string) *postgres.DB {
 func (e *Env) Handler(tb testing.TB, m jobboard.Mailer, adjust ...func(*worker.Config)) *worker.Handler {
 	tb.Helper()
 	c := worker.Config{
-		Store:          e.DB,
-		Mailer:         m,
-		VerifyEmailURL: VerifyEmailURL,
-		Redelivery:     queue.NewRedeliverer(e.SQS, e.QueueURL),
-		Logger:         slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Metrics:        e.Logs,
+		Store:            e.DB,
+		Mailer:           m,
+		VerifyEmailURL:   VerifyEmailURL,
+		PasswordResetURL: PasswordResetURL,
+		Redelivery:       queue.NewRedeliverer(e.SQS, e.QueueURL),
+		Logger:           slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics:          e.Logs,
 	}
 	for _, f := range adjust {
 		f(&c)
@@ -240,7 +244,33 @@ func (a App) Subject(tb testing.TB, ev jobboard.Event) string {
 // parsed, failing tb if there is none.
 func VerificationLink(tb testing.TB, email localaws.Email) *url.URL {
 	tb.Helper()
-	base, err := url.Parse(VerifyEmailURL)
+	return linkIn(tb, email, VerifyEmailURL)
+}
+
+// VerificationToken is the token of the verification link in an email.
+func VerificationToken(tb testing.TB, email localaws.Email) string {
+	tb.Helper()
+	return tokenOf(tb, email, VerificationLink(tb, email))
+}
+
+// PasswordResetLink returns the password reset link in an email's text
+// body (the line that starts with PasswordResetURL's scheme, host and
+// path), parsed, failing tb if there is none.
+func PasswordResetLink(tb testing.TB, email localaws.Email) *url.URL {
+	tb.Helper()
+	return linkIn(tb, email, PasswordResetURL)
+}
+
+// PasswordResetToken is the token of the password reset link in an email.
+func PasswordResetToken(tb testing.TB, email localaws.Email) string {
+	tb.Helper()
+	return tokenOf(tb, email, PasswordResetLink(tb, email))
+}
+
+// linkIn returns the link to the page of baseURL in an email's text body.
+func linkIn(tb testing.TB, email localaws.Email, baseURL string) *url.URL {
+	tb.Helper()
+	base, err := url.Parse(baseURL)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -249,7 +279,7 @@ func VerificationLink(tb testing.TB, email localaws.Email) *url.URL {
 		if line = strings.TrimSpace(line); strings.HasPrefix(line, prefix) {
 			u, err := url.Parse(line)
 			if err != nil {
-				tb.Fatalf("verification link %q: %v", line, err)
+				tb.Fatalf("link %q: %v", line, err)
 			}
 			return u
 		}
@@ -258,12 +288,12 @@ func VerificationLink(tb testing.TB, email localaws.Email) *url.URL {
 	return nil
 }
 
-// VerificationToken is the token of the verification link in an email.
-func VerificationToken(tb testing.TB, email localaws.Email) string {
+// tokenOf is the token of a link in an email.
+func tokenOf(tb testing.TB, email localaws.Email, link *url.URL) string {
 	tb.Helper()
-	token := VerificationLink(tb, email).Query().Get("token")
+	token := link.Query().Get("token")
 	if token == "" {
-		tb.Fatalf("verification link without a token in:\n%s", email.Body.Text)
+		tb.Fatalf("link without a token in:\n%s", email.Body.Text)
 	}
 	return token
 }
@@ -399,6 +429,8 @@ type FlakyMailer struct {
 	Fail func(call int, e jobboard.StatusEmail) error
 	// FailVerification is Fail for verification emails.
 	FailVerification func(call int, e jobboard.VerificationEmail) error
+	// FailPasswordReset is Fail for password reset emails.
+	FailPasswordReset func(call int, e jobboard.PasswordResetEmail) error
 
 	mu    sync.Mutex
 	calls int
@@ -437,6 +469,26 @@ func (m *FlakyMailer) SendVerificationEmail(ctx context.Context, e jobboard.Veri
 		}
 	}
 	id, err := m.Next.SendVerificationEmail(ctx, e)
+	if err == nil {
+		m.mu.Lock()
+		m.sent++
+		m.mu.Unlock()
+	}
+	return id, err
+}
+
+// SendPasswordResetEmail implements jobboard.Mailer.
+func (m *FlakyMailer) SendPasswordResetEmail(ctx context.Context, e jobboard.PasswordResetEmail) (string, error) {
+	m.mu.Lock()
+	m.calls++
+	n := m.calls
+	m.mu.Unlock()
+	if m.FailPasswordReset != nil {
+		if err := m.FailPasswordReset(n, e); err != nil {
+			return "", err
+		}
+	}
+	id, err := m.Next.SendPasswordResetEmail(ctx, e)
 	if err == nil {
 		m.mu.Lock()
 		m.sent++

@@ -1,0 +1,105 @@
+// Command pretraffichook is the PreTraffic hook Lambda of every deploy
+// (PreTrafficHookFunction in template.yaml): CodeDeploy invokes it before
+// it moves traffic to a new version; it invokes the migration function
+// (functions/migrate: the embedded migrations under the advisory lock, as
+// `make migrate` applies them), smoke-tests the API's new version by
+// invoking it, and reports Succeeded or Failed to CodeDeploy (see
+// internal/deployhook). Invoked by hand with an empty event (a stack's
+// first deploy runs no hooks), it does the same without a report and
+// answers with its result.
+//
+// Outside Lambda (AWS_LAMBDA_RUNTIME_API unset) it runs once, prints the
+// result and exits with status 1 when a step failed.
+//
+// Environment: MIGRATE_FUNCTION_VERSION_ARN and API_FUNCTION_VERSION_ARN
+// (required: the versions this deploy published, to migrate with and to
+// smoke-test); LOG_LEVEL (debug, info, warn, error; default info). AWS
+// settings come from the environment (internal/function, internal/awsenv);
+// AWS_ENDPOINT_URL_LAMBDA and AWS_ENDPOINT_URL_CODEDEPLOY point the clients
+// at local stand-ins.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/codedeploy"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/jobboard/jobboard/internal/deployhook"
+	"github.com/jobboard/jobboard/internal/function"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pretraffichook:", err)
+		os.Exit(1)
+	}
+}
+
+// settings is what run reads from the environment.
+type settings struct {
+	function.Settings
+	migrateVersionARN string
+	apiVersionARN     string
+}
+
+// loadSettings reads the settings; the error names every variable that is
+// missing or malformed.
+func loadSettings(getenv func(string) string) (settings, error) {
+	shared, err := function.Load(getenv)
+	s := settings{
+		Settings:          shared,
+		migrateVersionARN: getenv("MIGRATE_FUNCTION_VERSION_ARN"),
+		apiVersionARN:     getenv("API_FUNCTION_VERSION_ARN"),
+	}
+	problems := []error{err}
+	if s.migrateVersionARN == "" {
+		problems = append(problems, errors.New("MIGRATE_FUNCTION_VERSION_ARN is not set"))
+	}
+	if s.apiVersionARN == "" {
+		problems = append(problems, errors.New("API_FUNCTION_VERSION_ARN is not set"))
+	}
+	return s, errors.Join(problems...)
+}
+
+// run is main without the process: it reads the settings, wires the hook
+// and hands it to the Lambda runtime, which does not return, or outside
+// Lambda runs it once.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 1 {
+		return fmt.Errorf("unknown command %q: the deploy hook takes none", args[1])
+	}
+	s, err := loadSettings(getenv)
+	if err != nil {
+		return err
+	}
+	lambdaClient := awslambda.NewFromConfig(s.AWS)
+	hook, err := deployhook.New(deployhook.Config{
+		Migrate:  deployhook.Invoked(deployhook.Lambda{Client: lambdaClient, FunctionName: s.migrateVersionARN}),
+		API:      deployhook.Lambda{Client: lambdaClient, FunctionName: s.apiVersionARN},
+		Reporter: deployhook.CodeDeploy{Client: codedeploy.NewFromConfig(s.AWS)},
+		Logger:   s.Logger(stdout),
+	})
+	if err != nil {
+		return err
+	}
+	if s.Lambda {
+		lambda.StartWithOptions(hook.Handle, lambda.WithContext(ctx))
+		return nil
+	}
+	res, err := hook.Handle(ctx, deployhook.Event{})
+	out, _ := json.Marshal(res)
+	fmt.Fprintln(stdout, string(out))
+	return err
+}
