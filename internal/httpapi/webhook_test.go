@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/jobboard"
@@ -274,4 +275,72 @@ func TestWebhooksNotConfigured(t *testing.T) {
 	a := newAPI(t)
 	w := a.world()
 	wantProblem(t, a.do("GET", hooksPath(w.company.ID), nil, as(w.employer)), http.StatusServiceUnavailable, "unavailable")
+}
+
+// webhooksFingerprint is every webhook row a member's request could
+// change, to show that a refused one changed nothing.
+func (a *api) webhooksFingerprint() string {
+	a.t.Helper()
+	var s string
+	err := a.db.Pool.QueryRow(context.Background(), `SELECT concat_ws('|',
+		(SELECT string_agg(concat_ws(',', id, url, event_types, enabled, md5(secret), md5(previous_secret), updated_at), ';' ORDER BY id) FROM webhook_endpoints),
+		(SELECT string_agg(concat_ws(',', id, generation, state, dispatched_at), ';' ORDER BY id) FROM webhook_deliveries),
+		(SELECT count(*) FROM webhook_events),
+		(SELECT count(*) FROM outbox))`).Scan(&s)
+	if err != nil {
+		a.t.Fatalf("fingerprint webhooks: %v", err)
+	}
+	return s
+}
+
+// Every webhook route refuses a session issued before the account's
+// password was reset (401, invalid_token), and changes nothing; a session
+// of the new password is served.
+func TestWebhookRoutesRefuseEndedSessions(t *testing.T) {
+	t.Parallel()
+	clk := &clock{now: time.Now().UTC().Truncate(time.Second)}
+	a := newAPI(t, withWebhooks(testSealer(t)), func(c *httpapi.Config) { c.Now = clk.Now })
+	w := a.world()
+	r := a.do("POST", hooksPath(w.company.ID), map[string]any{"url": "https://hooks.acme.example/in", "event_types": []string{"job.closed"}}, as(w.employer))
+	want(t, r, http.StatusCreated)
+	e := decodeAs[jobboard.WebhookSecretReveal](t, r)
+	r = a.do("POST", hooksPath(w.company.ID, e.ID, "ping"), nil, as(w.employer))
+	want(t, r, http.StatusAccepted)
+	ping := decodeAs[jobboard.WebhookDelivery](t, r)
+	routes := []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", hooksPath(w.company.ID), map[string]any{"url": "https://other.acme.example/in", "event_types": []string{"job.closed"}}},
+		{"GET", hooksPath(w.company.ID), nil},
+		{"GET", hooksPath(w.company.ID, e.ID), nil},
+		{"GET", hooksPath(w.company.ID, e.ID, "deliveries"), nil},
+		{"POST", hooksPath(w.company.ID, e.ID, "ping"), nil},
+		{"POST", hooksPath(w.company.ID, e.ID, "deliveries", ping.ID, "replay"), nil},
+		{"POST", hooksPath(w.company.ID, e.ID, "rotate-secret"), map[string]any{"overlap_seconds": 60}},
+		{"PATCH", hooksPath(w.company.ID, e.ID), map[string]any{"enabled": false}},
+		{"DELETE", hooksPath(w.company.ID, e.ID), nil},
+	}
+
+	clk.advance(time.Minute)
+	want(t, a.requestReset(w.employer.Email), http.StatusAccepted)
+	want(t, a.resetPassword(a.resetToken(w.employer), "brand new password"), http.StatusOK)
+	before := a.webhooksFingerprint()
+	for _, rt := range routes {
+		r := a.do(rt.method, rt.path, rt.body, as(w.employer))
+		wantProblem(t, r, http.StatusUnauthorized, "unauthenticated")
+		if got := r.Header.Get("WWW-Authenticate"); !strings.Contains(got, `error="invalid_token"`) {
+			t.Errorf("%s %s: WWW-Authenticate %q, want invalid_token", rt.method, rt.path, got)
+		}
+	}
+	if after := a.webhooksFingerprint(); after != before {
+		t.Fatalf("ended sessions changed webhook rows:\n%s\n→ %s", before, after)
+	}
+
+	fresh := user{ID: w.employer.ID, Role: w.employer.Role, Token: a.login(w.employer.Email, "brand new password")}
+	for _, rt := range routes {
+		if r := a.do(rt.method, rt.path, rt.body, as(fresh)); r.Status >= 300 {
+			t.Errorf("%s %s with the new session: %d %s", rt.method, rt.path, r.Status, r.Body)
+		}
+	}
 }

@@ -521,7 +521,8 @@ var (
 
 // WebhookStore keeps a company's endpoints and their delivery log. Every
 // method checks that the actor is a member of the company and that the
-// endpoint belongs to it; anyone else gets ErrNotFound. The methods that
+// endpoint belongs to it; anyone else gets ErrNotFound, and an actor whose
+// session has ended (see Actor) ErrSessionRevoked. The methods that
 // dispatch a delivery (ReplayWebhookDelivery, PingWebhookEndpoint) write
 // its outbox row in their transaction and note it in the context's
 // OutboxNotes.

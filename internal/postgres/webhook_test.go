@@ -565,3 +565,93 @@ func TestWebhookBacklogAndRetention(t *testing.T) {
 		t.Errorf("%d deliveries left, want 1", left)
 	}
 }
+
+// webhookState is a digest of every webhook row a member's request could
+// write: endpoints (their secrets too), deliveries, events and their
+// outbox rows.
+func webhookState(t testing.TB, w world) string {
+	t.Helper()
+	var s string
+	err := w.db.Pool.QueryRow(context.Background(), `SELECT concat_ws('|',
+		(SELECT string_agg(concat_ws(',', id, url, description, event_types, enabled, md5(secret), md5(previous_secret), updated_at), ';' ORDER BY id) FROM webhook_endpoints),
+		(SELECT string_agg(concat_ws(',', id, generation, state, attempts, dispatched_at), ';' ORDER BY id) FROM webhook_deliveries),
+		(SELECT count(*) FROM webhook_events),
+		(SELECT count(*) FROM outbox WHERE event_type = 'webhook.delivery_requested'))`).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Every webhook method of a member refuses a session issued before the
+// account's last password reset, in its own statement, and writes
+// nothing; the same member with the session of the new password is
+// served.
+func TestWebhookStoreRefusesEndedSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	e := mustEndpoint(t, w, jobboard.WebhookJobClosed)
+	ping := pingEndpoint(t, w, e.ID)
+	if _, err := w.db.Pool.Exec(ctx, `UPDATE users SET password_changed_at = now() WHERE id = $1`, w.employer.UserID); err != nil {
+		t.Fatal(err)
+	}
+	off := false
+	calls := []struct {
+		name string
+		call func(a jobboard.Actor) error
+	}{
+		{"create", func(a jobboard.Actor) error {
+			_, err := w.db.CreateWebhookEndpoint(ctx, a, w.company.ID, jobboard.NewWebhookEndpoint{URL: "https://x.example.com", EventTypes: []string{"job.closed"}}, []byte("s"))
+			return err
+		}},
+		{"list", func(a jobboard.Actor) error { _, err := w.db.WebhookEndpoints(ctx, a, w.company.ID); return err }},
+		{"get", func(a jobboard.Actor) error { _, err := w.db.WebhookEndpoint(ctx, a, w.company.ID, e.ID); return err }},
+		{"deliveries", func(a jobboard.Actor) error {
+			_, err := w.db.WebhookDeliveries(ctx, a, w.company.ID, e.ID, jobboard.WebhookDeliveryFilter{})
+			return err
+		}},
+		{"deliveries of a state with none", func(a jobboard.Actor) error {
+			_, err := w.db.WebhookDeliveries(ctx, a, w.company.ID, e.ID, jobboard.WebhookDeliveryFilter{State: jobboard.DeliveryDelivered})
+			return err
+		}},
+		{"ping", func(a jobboard.Actor) error {
+			_, err := w.db.PingWebhookEndpoint(ctx, a, w.company.ID, e.ID)
+			return err
+		}},
+		{"replay", func(a jobboard.Actor) error {
+			_, err := w.db.ReplayWebhookDelivery(ctx, a, w.company.ID, e.ID, ping.DeliveryID)
+			return err
+		}},
+		{"rotate", func(a jobboard.Actor) error {
+			_, err := w.db.RotateWebhookSecret(ctx, a, w.company.ID, e.ID, []byte("s2"), time.Hour)
+			return err
+		}},
+		{"update", func(a jobboard.Actor) error {
+			_, err := w.db.UpdateWebhookEndpoint(ctx, a, w.company.ID, e.ID, jobboard.WebhookEndpointPatch{Enabled: &off})
+			return err
+		}},
+		{"delete", func(a jobboard.Actor) error { return w.db.DeleteWebhookEndpoint(ctx, a, w.company.ID, e.ID) }},
+	}
+	before := webhookState(t, w)
+	for _, c := range calls {
+		if err := c.call(w.employer); !errors.Is(err, jobboard.ErrSessionRevoked) {
+			t.Errorf("%s with an ended session: %v, want ErrSessionRevoked", c.name, err)
+		}
+	}
+	if after := webhookState(t, w); after != before {
+		t.Fatalf("ended sessions changed webhook rows:\n%s\n→ %s", before, after)
+	}
+
+	u, err := w.db.UserByID(ctx, w.employer.UserID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := w.employer
+	fresh.PasswordChangedAt = u.PasswordChangedAt
+	for _, c := range calls {
+		if err := c.call(fresh); err != nil {
+			t.Errorf("%s with the new session: %v", c.name, err)
+		}
+	}
+}
