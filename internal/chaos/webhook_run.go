@@ -215,6 +215,9 @@ func RunWebhooks(ctx context.Context, cfg WebhookConfig) (rep *WebhookReport, er
 		}
 		keep = false
 	}
+	if err := os.MkdirAll(logDir, 0o750); err != nil {
+		return rep, err
+	}
 	rep.LogDir = logDir
 	binDir := cfg.BinDir
 	if binDir == "" {

@@ -104,13 +104,17 @@ func outcome(rep report, err error, stdout io.Writer) error {
 }
 
 // runWebhooks is the webhook run (chaos.RunWebhooks) with the email run's
-// server, seed and folders.
+// server, seed and binaries, keeping its logs in the folder "webhooks" of
+// the email run's.
 func runWebhooks(ctx context.Context, base chaos.Config, short bool, stdout io.Writer) error {
 	cfg := chaos.WebhookFull()
 	if short {
 		cfg = chaos.WebhookShort()
 	}
-	cfg.ServerURL, cfg.Seed, cfg.BinDir, cfg.LogDir, cfg.Out = base.ServerURL, base.Seed, base.BinDir, base.LogDir, stdout
+	cfg.ServerURL, cfg.Seed, cfg.BinDir, cfg.Out = base.ServerURL, base.Seed, base.BinDir, stdout
+	// Its own folder inside the run's: both runs name their processes'
+	// logs alike (api.1.log).
+	cfg.LogDir = filepath.Join(base.LogDir, "webhooks")
 	rep, err := chaos.RunWebhooks(ctx, cfg)
 	if rep == nil {
 		return err
