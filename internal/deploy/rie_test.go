@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -58,12 +59,16 @@ func rieBinary(t testing.TB) string {
 	return ""
 }
 
-// buildBootstraps compiles every function of the template for this machine,
-// with the flags of the Makefile's Lambda builds but for the host's GOOS and
-// GOARCH, and returns the binary of each function by logical id.
-func buildBootstraps(t testing.TB, tpl *samTemplate) map[string]string {
+// buildBootstraps compiles every function of the template (or only those
+// named) for this machine, with the flags of the Makefile's Lambda builds
+// but for the host's GOOS and GOARCH, and returns the binary of each
+// function by logical id.
+func buildBootstraps(t testing.TB, tpl *samTemplate, only ...string) map[string]string {
 	t.Helper()
 	dirs := functionDirs(t, tpl)
+	if len(only) > 0 {
+		maps.DeleteFunc(dirs, func(name, _ string) bool { return !slices.Contains(only, name) })
+	}
 	out := t.TempDir()
 	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out + string(filepath.Separator)}
 	for _, dir := range dirs {
@@ -287,6 +292,7 @@ func TestFunctionsUnderTheLambdaEmulator(t *testing.T) {
 	bins := buildBootstraps(t, tpl)
 	t.Run("sample events", func(t *testing.T) { testSampleEvents(t, rie, bins) })
 	t.Run("deploy hook", func(t *testing.T) { testDeployHook(t, rie, bins) })
+	t.Run("schema migration", func(t *testing.T) { testSchemaMigration(t, rie, bins) })
 }
 
 // testSampleEvents: each sample event of events/ gets the right answer: the
