@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
@@ -450,10 +447,6 @@ func rehearse(t testing.TB, set string, report *rehearsalReport) error {
 	if err := json.Unmarshal(out, report); err != nil {
 		return fmt.Errorf("samtool rehearse %s: decode: %w", set, err)
 	}
-	conn, err := pgx.Connect(context.Background(), db)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	return conn.QueryRow(context.Background(), `SELECT version FROM schema_version`).Scan(&report.SchemaVersionInDatabase)
+	report.SchemaVersionInDatabase = pgtest.SchemaVersion(t, db)
+	return nil
 }

@@ -2,130 +2,25 @@ package deploy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"io/fs"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/tern/v2/migrate"
-
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
-	"github.com/jobboard/jobboard/internal/postgres/schema"
+	"github.com/jobboard/jobboard/internal/schemamigration/cfntest"
 )
 
 // The migration function as CloudFormation invokes it for the custom
 // resource SchemaMigration: its bootstrap under the Lambda emulator,
 // against a local database, with a local server in place of the
-// pre-signed S3 URL that CloudFormation reads the answer from.
-
-// presignedURL stands in for the pre-signed S3 URL of a request: it
-// records each request it gets, and answers 200 as S3 does to a PUT.
-type presignedURL struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	got  []answer
-	path string
-}
-
-// answer is one request to the URL, and its body read as CloudFormation
-// reads it.
-type answer struct {
-	Method, RequestURI, ContentType string
-	Body                            string
-	Status                          string
-	Reason                          string
-	PhysicalResourceID              string `json:"PhysicalResourceId"`
-	RequestID                       string `json:"RequestId"`
-	LogicalResourceID               string `json:"LogicalResourceId"`
-	StackID                         string `json:"StackId"`
-	Data                            map[string]string
-}
-
-func newPresignedURL(t *testing.T) *presignedURL {
-	t.Helper()
-	// As CloudFormation makes them: the stack, the logical id and the
-	// request id, escaped, and the signature in the query. Any change to
-	// it on the way invalidates the signature.
-	p := &presignedURL{path: "/arn%3Aaws%3Acloudformation%3Aus-east-1%3A123456789012%3Astack/jobboard/2f1c8d50%7CSchemaMigration%7C5d478078" +
-		"?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261203T120000Z&X-Amz-Expires=7200&X-Amz-SignedHeaders=host&X-Amz-Signature=0a1b2c"}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		a := answer{Method: r.Method, RequestURI: r.RequestURI, ContentType: r.Header.Get("Content-Type"), Body: string(body)}
-		if err != nil || json.Unmarshal(body, &a) != nil {
-			t.Errorf("answer %q (%v): not JSON", body, err)
-		}
-		p.mu.Lock()
-		p.got = append(p.got, a)
-		p.mu.Unlock()
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-// request is a custom resource request as CloudFormation sends it.
-func (p *presignedURL) request(t *testing.T, requestType, physicalID string) []byte {
-	t.Helper()
-	ev := map[string]any{
-		"RequestType":       requestType,
-		"ServiceToken":      "arn:aws:lambda:us-east-1:123456789012:function:jobboard-MigrateFunction-AbC:live",
-		"ResponseURL":       p.srv.URL + p.path,
-		"StackId":           "arn:aws:cloudformation:us-east-1:123456789012:stack/jobboard/2f1c8d50",
-		"RequestId":         "5d478078",
-		"LogicalResourceId": "SchemaMigration",
-		"ResourceType":      "Custom::SchemaMigration",
-		"ResourceProperties": map[string]any{
-			"ServiceToken":           "arn:aws:lambda:us-east-1:123456789012:function:jobboard-MigrateFunction-AbC:live",
-			"ServiceTimeout":         "900",
-			"MigrateFunctionVersion": "4",
-			"DatabaseSecretArn":      "arn:aws:secretsmanager:us-east-1:123456789012:secret:jobboard-db-AbCdEf",
-		},
-	}
-	if physicalID != "" {
-		ev["PhysicalResourceId"] = physicalID
-	}
-	if requestType == "Update" {
-		ev["OldResourceProperties"] = map[string]any{"MigrateFunctionVersion": "3"}
-	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// only returns the one answer the URL got, checked to be a PUT of the
-// request's URL as given, without a content type (the URL is signed
-// without one), for the request.
-func (p *presignedURL) only(t *testing.T) answer {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.got) != 1 {
-		t.Fatalf("the pre-signed URL got %d requests; want 1: %+v", len(p.got), p.got)
-	}
-	a := p.got[0]
-	if a.Method != http.MethodPut || a.RequestURI != p.path || a.ContentType != "" ||
-		a.RequestID != "5d478078" || a.LogicalResourceID != "SchemaMigration" || !strings.HasSuffix(a.StackID, "stack/jobboard/2f1c8d50") {
-		t.Errorf("answer %s %s (Content-Type %q): %s; want a PUT to %s without a content type, for request 5d478078", a.Method, a.RequestURI, a.ContentType, a.Body, p.path)
-	}
-	if len(a.Body) > 4096 {
-		t.Errorf("answer of %d bytes; CloudFormation reads at most 4096", len(a.Body))
-	}
-	return a
-}
+// pre-signed S3 URL that CloudFormation reads the answer from (cfntest).
 
 // schemaMigrationID is the physical id the function gives the resource.
-const schemaMigrationID = "arn:aws:cloudformation:us-east-1:123456789012:stack/jobboard/2f1c8d50/SchemaMigration"
+const schemaMigrationID = cfntest.StackID + "/" + cfntest.LogicalResourceID
 
 func testSchemaMigration(t *testing.T, rie string, bins map[string]string) {
-	embedded := int32(countMigrations(t))
+	embedded := pgtest.EmbeddedMigrations(t)
 	// startMigrate runs the migration function over the database at url.
 	startMigrate := func(t *testing.T, url string) *emulator {
 		return startEmulator(t, rie, "MigrateFunction", bins["MigrateFunction"], map[string]string{
@@ -134,9 +29,10 @@ func testSchemaMigration(t *testing.T, rie string, bins map[string]string) {
 			"AWS_LAMBDA_FUNCTION_TIMEOUT": "60", "AWS_LAMBDA_FUNCTION_VERSION": "4",
 		})
 	}
-	success := func(t *testing.T, a answer, physicalID string, version int32) {
+	success := func(t *testing.T, a cfntest.Answer, physicalID string, version int32) {
 		t.Helper()
-		if a.Status != "SUCCESS" || a.PhysicalResourceID != physicalID || a.Reason != "" || a.Data["SchemaVersion"] != fmt.Sprint(version) {
+		r := a.Response
+		if r.Status != "SUCCESS" || r.PhysicalResourceID != physicalID || r.Reason != "" || r.Data["SchemaVersion"] != fmt.Sprint(version) {
 			t.Errorf("answer %s; want SUCCESS, physical id %s, SchemaVersion %d", a.Body, physicalID, version)
 		}
 	}
@@ -144,11 +40,11 @@ func testSchemaMigration(t *testing.T, rie string, bins map[string]string) {
 	t.Run("create migrates", func(t *testing.T) {
 		t.Parallel()
 		db := pgtest.NewEmptyURL(t)
-		cf := newPresignedURL(t)
-		startMigrate(t, db).invoke(cf.request(t, "Create", ""))
-		success(t, cf.only(t), schemaMigrationID, embedded)
+		cf := cfntest.New(t)
+		startMigrate(t, db).invoke(cf.Request(t, "Create", ""))
+		success(t, cf.Only(t), schemaMigrationID, embedded)
 		pgtest.CheckMigrated(t, db)
-		if v := versionOf(t, db); v != embedded {
+		if v := pgtest.SchemaVersion(t, db); v != embedded {
 			t.Errorf("schema version %d; want %d", v, embedded)
 		}
 	})
@@ -156,11 +52,11 @@ func testSchemaMigration(t *testing.T, rie string, bins map[string]string) {
 	t.Run("update applies a new migration", func(t *testing.T) {
 		t.Parallel()
 		db := pgtest.NewEmptyURL(t)
-		migrateUpTo(t, db, embedded-1) // the previous release's schema
-		cf := newPresignedURL(t)
-		startMigrate(t, db).invoke(cf.request(t, "Update", schemaMigrationID))
-		success(t, cf.only(t), schemaMigrationID, embedded)
-		if v := versionOf(t, db); v != embedded {
+		pgtest.MigrateTo(t, db, embedded-1) // the previous release's schema
+		cf := cfntest.New(t)
+		startMigrate(t, db).invoke(cf.Request(t, "Update", schemaMigrationID))
+		success(t, cf.Only(t), schemaMigrationID, embedded)
+		if v := pgtest.SchemaVersion(t, db); v != embedded {
 			t.Errorf("schema version %d after the update; want %d", v, embedded)
 		}
 	})
@@ -168,14 +64,16 @@ func testSchemaMigration(t *testing.T, rie string, bins map[string]string) {
 	t.Run("a failing migration answers failed", func(t *testing.T) {
 		t.Parallel()
 		db := pgtest.NewEmptyURL(t)
-		execSQL(t, db, "CREATE TABLE users (squatter int)")
-		cf := newPresignedURL(t)
-		startMigrate(t, db).invoke(cf.request(t, "Create", ""))
-		a := cf.only(t)
-		if a.Status != "FAILED" || a.PhysicalResourceID != schemaMigrationID || !strings.Contains(a.Reason, `relation "users" already exists (SQLSTATE 42P07)`) {
+		if _, err := pgtest.Pool(t, db).Exec(context.Background(), "CREATE TABLE users (squatter int)"); err != nil {
+			t.Fatal(err)
+		}
+		cf := cfntest.New(t)
+		startMigrate(t, db).invoke(cf.Request(t, "Create", ""))
+		a := cf.Only(t)
+		if r := a.Response; r.Status != "FAILED" || r.PhysicalResourceID != schemaMigrationID || !strings.Contains(r.Reason, `relation "users" already exists (SQLSTATE 42P07)`) {
 			t.Errorf("answer %s; want FAILED, physical id %s, the migration's error as the reason", a.Body, schemaMigrationID)
 		}
-		if v := versionOf(t, db); v != 0 {
+		if v := pgtest.SchemaVersion(t, db); v != 0 {
 			t.Errorf("schema version %d after the failed migration; want 0", v)
 		}
 	})
@@ -183,12 +81,12 @@ func testSchemaMigration(t *testing.T, rie string, bins map[string]string) {
 	t.Run("delete changes nothing", func(t *testing.T) {
 		t.Parallel()
 		db := pgtest.NewEmptyURL(t)
-		migrateUpTo(t, db, embedded-1)
+		pgtest.MigrateTo(t, db, embedded-1)
 		before := catalogue(t, db)
-		cf := newPresignedURL(t)
-		startMigrate(t, db).invoke(cf.request(t, "Delete", schemaMigrationID))
-		a := cf.only(t)
-		if a.Status != "SUCCESS" || a.PhysicalResourceID != schemaMigrationID || a.Reason != "" {
+		cf := cfntest.New(t)
+		startMigrate(t, db).invoke(cf.Request(t, "Delete", schemaMigrationID))
+		a := cf.Only(t)
+		if r := a.Response; r.Status != "SUCCESS" || r.PhysicalResourceID != schemaMigrationID || r.Reason != "" || r.Data != nil {
 			t.Errorf("answer %s; want SUCCESS, physical id %s", a.Body, schemaMigrationID)
 		}
 		if after := catalogue(t, db); after != before {
@@ -197,79 +95,16 @@ func testSchemaMigration(t *testing.T, rie string, bins map[string]string) {
 	})
 }
 
-// countMigrations is the number of embedded migrations.
-func countMigrations(t *testing.T) int {
-	t.Helper()
-	files, err := fs.Glob(schema.Migrations(), "*.sql")
-	if err != nil || len(files) < 2 {
-		t.Fatalf("embedded migrations: %v (%v)", files, err)
-	}
-	return len(files)
-}
-
-// migrateUpTo applies the embedded migrations up to version.
-func migrateUpTo(t *testing.T, url string, version int32) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	m, err := migrate.NewMigrator(ctx, conn, "schema_version")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.LoadMigrations(schema.Migrations()); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.MigrateTo(ctx, version); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func execSQL(t *testing.T, url, sql string) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// versionOf is the database's schema version (0 when nothing made the
-// version table).
-func versionOf(t *testing.T, url string) int32 {
-	t.Helper()
-	var v int32
-	query(t, url, `SELECT COALESCE(max(version), 0) FROM schema_version`, &v)
-	return v
-}
-
 // catalogue describes the database's tables, columns and schema version.
 func catalogue(t *testing.T, url string) string {
 	t.Helper()
 	var s string
-	query(t, url, `SELECT string_agg(table_name || '.' || column_name, ',' ORDER BY table_name, column_name) || ' v' ||
-		(SELECT version FROM schema_version) FROM information_schema.columns WHERE table_schema = 'public'`, &s)
-	return s
-}
-
-func query(t *testing.T, url, sql string, dest any) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
+	err := pgtest.Pool(t, url).QueryRow(context.Background(), `SELECT string_agg(table_name || '.' || column_name, ',' ORDER BY table_name, column_name)
+		FROM information_schema.columns WHERE table_schema = 'public'`).Scan(&s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	if err := conn.QueryRow(ctx, sql).Scan(dest); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
+	return fmt.Sprintf("%s v%d", s, pgtest.SchemaVersion(t, url))
 }
 
 // reach returns every resource from reaches by references and DependsOn:
@@ -428,7 +263,7 @@ func TestAMigrationOnlyDeployMigrates(t *testing.T) {
 // stack.
 func TestDeployRehearsalMigrates(t *testing.T) {
 	t.Parallel()
-	embedded := countMigrations(t)
+	embedded := pgtest.EmbeddedMigrations(t)
 	eachSet(t, func(t *testing.T, set string) {
 		r := rehearsal(t, set)
 		if r.StatusBeforeCustomResources != "CREATE_IN_PROGRESS" || r.Status != "CREATE_COMPLETE" {
@@ -455,7 +290,7 @@ func TestDeployRehearsalMigrates(t *testing.T) {
 			t.Errorf("answer %s (%q, %d bytes) %+v, invocation result %v; want a PUT without a content type: SUCCESS, %s/SchemaMigration, SchemaVersion %d",
 				a.Method, a.ContentType, a.Bytes, a.Body, cr.Result, req.StackID, embedded)
 		}
-		if r.SchemaVersionInDatabase != int32(embedded) {
+		if r.SchemaVersionInDatabase != embedded {
 			t.Errorf("the database's schema version %d; want %d", r.SchemaVersionInDatabase, embedded)
 		}
 	})

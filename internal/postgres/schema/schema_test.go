@@ -57,7 +57,7 @@ func TestApplyReports(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewEmptyURL(t)
 	ctx := context.Background()
-	embedded := embeddedMigrations(t)
+	embedded := pgtest.EmbeddedMigrations(t)
 	r, err := schema.Apply(ctx, url)
 	if err != nil || r != (schema.Report{From: 0, To: embedded, Embedded: embedded}) || r.Ahead() {
 		t.Fatalf("first Apply: %+v, %v; want 0 → %d of %d", r, err, embedded, embedded)
@@ -75,14 +75,10 @@ func TestApplyLeavesADatabaseThatIsAhead(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewURL(t)
 	ctx := context.Background()
-	embedded := embeddedMigrations(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	embedded := pgtest.EmbeddedMigrations(t)
+	pool := pgtest.Pool(t, url)
 	// What a newer build's migration would have done.
-	if _, err := conn.Exec(ctx, `CREATE TABLE from_a_newer_build (id int); UPDATE schema_version SET version = version + 1`); err != nil {
+	if _, err := pool.Exec(ctx, `CREATE TABLE from_a_newer_build (id int); UPDATE schema_version SET version = version + 1`); err != nil {
 		t.Fatal(err)
 	}
 	r, err := schema.Apply(ctx, url)
@@ -92,21 +88,11 @@ func TestApplyLeavesADatabaseThatIsAhead(t *testing.T) {
 	if err := schema.Migrate(ctx, url); err != nil {
 		t.Errorf("Migrate on a database ahead: %v", err)
 	}
-	var version int32
 	var newer bool
-	if err := conn.QueryRow(ctx, `SELECT (SELECT version FROM schema_version), to_regclass('from_a_newer_build') IS NOT NULL`).Scan(&version, &newer); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('from_a_newer_build') IS NOT NULL`).Scan(&newer); err != nil {
 		t.Fatal(err)
 	}
-	if version != embedded+1 || !newer {
+	if version := pgtest.SchemaVersion(t, url); version != embedded+1 || !newer {
 		t.Errorf("after Apply: version %d, the newer build's table kept %v; want %d, true", version, newer, embedded+1)
 	}
-}
-
-func embeddedMigrations(t *testing.T) int32 {
-	t.Helper()
-	files, err := fs.Glob(schema.Migrations(), "*.sql")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("embedded migrations: %v, %v", files, err)
-	}
-	return int32(len(files))
 }
