@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -284,7 +285,7 @@ func TestDeployRehearsalMigrates(t *testing.T) {
 			t.Fatalf("answers %+v; want 1", cr.Answers)
 		}
 		a := cr.Answers[0]
-		if a.Method != "PUT" || a.ContentType != "" || a.Bytes > 4096 || a.Body.Status != "SUCCESS" ||
+		if a.Method != http.MethodPut || a.ContentType != "" || a.Bytes > 4096 || a.Body.Status != "SUCCESS" ||
 			a.Body.PhysicalResourceID != req.StackID+"/SchemaMigration" || a.Body.StackID != req.StackID ||
 			a.Body.Data["SchemaVersion"] != fmt.Sprint(embedded) || cr.Result != "" {
 			t.Errorf("answer %s (%q, %d bytes) %+v, invocation result %v; want a PUT without a content type: SUCCESS, %s/SchemaMigration, SchemaVersion %d",
