@@ -193,7 +193,8 @@ poison:
 
 ## migrate: apply the schema migrations to the database at DATABASE_URL (or
 ## DATABASE_SECRET_ARN's); see internal/cmd/migrate. Deploys migrate by
-## themselves (MigrateFunction, run by the PreTraffic hook).
+## themselves, the first one included (MigrateFunction, run by the custom
+## resource SchemaMigration and again by the PreTraffic hook).
 migrate:
 	$(GO) run ./internal/cmd/migrate
 

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver that pgtestdb opens
+	"github.com/jackc/tern/v2/migrate"
 	"github.com/peterldowns/pgtestdb"
 
 	"github.com/jobboard/jobboard/internal/postgres"
@@ -112,6 +113,58 @@ func CheckMigrated(tb testing.TB, url string) {
 	if err != nil || tables != 4 {
 		tb.Errorf("the schema's main tables: %d of 4 (%v)", tables, err)
 	}
+}
+
+// MigrateTo applies the embedded migrations to the database at url up to
+// version, and no further: the schema of an earlier release, which a
+// deploy's new migrations find.
+func MigrateTo(tb testing.TB, url string, version int32) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := Pool(tb, url).Acquire(ctx)
+	if err != nil {
+		tb.Fatalf("connect to %s: %v", url, err)
+	}
+	defer conn.Release()
+	m, err := migrate.NewMigrator(ctx, conn.Conn(), "schema_version")
+	if err == nil {
+		err = m.LoadMigrations(schema.Migrations())
+	}
+	if err == nil {
+		err = m.MigrateTo(ctx, version)
+	}
+	if err != nil {
+		tb.Fatalf("migrate to version %d: %v", version, err)
+	}
+}
+
+// EmbeddedMigrations is the number of migrations the build embeds: the
+// schema version a migrated database has.
+func EmbeddedMigrations(tb testing.TB) int32 {
+	tb.Helper()
+	files, err := fs.Glob(schema.Migrations(), "*.sql")
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("embedded migrations: %v, %v", files, err)
+	}
+	return int32(len(files))
+}
+
+// SchemaVersion is the schema version of the database at url: the number
+// of migrations applied to it, 0 when nothing ever migrated it.
+func SchemaVersion(tb testing.TB, url string) int32 {
+	tb.Helper()
+	ctx := context.Background()
+	pool := Pool(tb, url)
+	var version int32
+	var migrated bool
+	err := pool.QueryRow(ctx, `SELECT to_regclass('schema_version') IS NOT NULL`).Scan(&migrated)
+	if err == nil && migrated {
+		err = pool.QueryRow(ctx, `SELECT version FROM schema_version`).Scan(&version)
+	}
+	if err != nil {
+		tb.Fatalf("schema version of %s: %v", url, err)
+	}
+	return version
 }
 
 // DB is a test's fresh database: the store over it, and Pool, a raw pool
