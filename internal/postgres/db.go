@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,6 +60,47 @@ func WithStatementTimeout(d time.Duration) func(*pgxpool.Config) {
 			c.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(max(d.Milliseconds(), 1), 10)
 		}
 	}
+}
+
+// queryExecModes are pgx's query exec modes by the names its connection
+// strings give them (default_query_exec_mode).
+var queryExecModes = []struct {
+	name string
+	mode pgx.QueryExecMode
+}{
+	{"cache_statement", pgx.QueryExecModeCacheStatement},
+	{"cache_describe", pgx.QueryExecModeCacheDescribe},
+	{"describe_exec", pgx.QueryExecModeDescribeExec},
+	{"exec", pgx.QueryExecModeExec},
+	{"simple_protocol", pgx.QueryExecModeSimpleProtocol},
+}
+
+// ParseQueryExecMode returns the pgx query exec mode that name names
+// (cache_statement, cache_describe, describe_exec, exec or simple_protocol,
+// pgx's own names), or pgx's default, cache_statement (named prepared
+// statements, cached per connection), when name is empty. Errors: a name
+// that is not a mode.
+func ParseQueryExecMode(name string) (pgx.QueryExecMode, error) {
+	if name == "" {
+		return pgx.QueryExecModeCacheStatement, nil
+	}
+	names := make([]string, len(queryExecModes))
+	for i, m := range queryExecModes {
+		if name == m.name {
+			return m.mode, nil
+		}
+		names[i] = m.name
+	}
+	return 0, fmt.Errorf("unknown query exec mode %q: want one of %s", name, strings.Join(names, ", "))
+}
+
+// WithQueryExecMode makes m the way the pool's connections send
+// statements. Behind a connection proxy that multiplexes connections, such
+// as RDS Proxy, a named prepared statement is session state that ties the
+// client's connection to one server connection (pins it); every mode but
+// cache_statement sends none (see docs/performance.md).
+func WithQueryExecMode(m pgx.QueryExecMode) func(*pgxpool.Config) {
+	return func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = m }
 }
 
 // Close closes the pool.
