@@ -42,8 +42,8 @@ func TestLoadSettings(t *testing.T) {
 	if err != nil || s.LogLevel.String() != "DEBUG" || s.retention != jobboard.DefaultRetention || s.concurrency != worker.DefaultConcurrency {
 		t.Errorf("good settings = %+v, %v", s, err)
 	}
-	if s.queryExecMode != pgx.QueryExecModeCacheStatement {
-		t.Errorf("DATABASE_QUERY_EXEC_MODE unset: %v, want pgx's default", s.queryExecMode)
+	if s.queryExecMode != 0 {
+		t.Errorf("DATABASE_QUERY_EXEC_MODE unset: %v, want none (the URL's, else pgx's default)", s.queryExecMode)
 	}
 	if s, err := loadSettings(env(with("DATABASE_QUERY_EXEC_MODE", "exec"))); err != nil || s.queryExecMode != pgx.QueryExecModeExec {
 		t.Errorf("DATABASE_QUERY_EXEC_MODE=exec: %v, %v", s.queryExecMode, err)

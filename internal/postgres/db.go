@@ -77,12 +77,13 @@ var queryExecModes = []struct {
 
 // ParseQueryExecMode returns the pgx query exec mode that name names
 // (cache_statement, cache_describe, describe_exec, exec or simple_protocol,
-// pgx's own names), or pgx's default, cache_statement (named prepared
-// statements, cached per connection), when name is empty. Errors: a name
-// that is not a mode.
+// pgx's own names), or zero when name is empty: then WithQueryExecMode
+// leaves the pool the mode of its URL, else pgx's default, cache_statement
+// (named prepared statements, cached per connection). Errors: a name that
+// is not a mode.
 func ParseQueryExecMode(name string) (pgx.QueryExecMode, error) {
 	if name == "" {
-		return pgx.QueryExecModeCacheStatement, nil
+		return 0, nil
 	}
 	names := make([]string, len(queryExecModes))
 	for i, m := range queryExecModes {
@@ -98,9 +99,14 @@ func ParseQueryExecMode(name string) (pgx.QueryExecMode, error) {
 // statements. Behind a connection proxy that multiplexes connections, such
 // as RDS Proxy, a named prepared statement is session state that ties the
 // client's connection to one server connection (pins it); every mode but
-// cache_statement sends none (see docs/performance.md).
+// cache_statement sends none (see docs/performance.md). Zero leaves the
+// mode of the URL (default_query_exec_mode), else pgx's default.
 func WithQueryExecMode(m pgx.QueryExecMode) func(*pgxpool.Config) {
-	return func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = m }
+	return func(c *pgxpool.Config) {
+		if m != 0 {
+			c.ConnConfig.DefaultQueryExecMode = m
+		}
+	}
 }
 
 // Close closes the pool.

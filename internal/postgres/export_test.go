@@ -25,6 +25,16 @@ const (
 	SearchWalkPerRow   = searchWalkPerRow
 )
 
+// QueryExecModeNames are the names of pgx's query exec modes that
+// ParseQueryExecMode knows.
+func QueryExecModeNames() []string {
+	names := make([]string, len(queryExecModes))
+	for i, m := range queryExecModes {
+		names[i] = m.name
+	}
+	return names
+}
+
 // Pool is db's own pool, for the tests of what Open configures on it (the
 // credentials of each new connection); other tests use pgtest's raw pool.
 func Pool(db *DB) *pgxpool.Pool { return db.pool }
