@@ -206,7 +206,8 @@ type Page[T any] struct {
 }
 
 // JobListing is a page of a job search and the job listing version (see
-// JobStore.JobListingVersion) of the snapshot it was read in.
+// JobStore.JobListingVersion) read with the page or just before it: the
+// page is never older than the version.
 type JobListing struct {
 	Page[Job]
 	Version int64

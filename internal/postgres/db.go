@@ -23,9 +23,10 @@ type DB struct {
 	// check one by one (see searchStretch), so that tests reach the text
 	// index part on a few jobs.
 	searchWalk int
-	// searchTrace, when set, is told every statement SearchJobs runs, so
-	// that tests can explain them.
-	searchTrace func(sql string, args []any)
+	// searchTrace, when set, is told every statement SearchJobs runs that
+	// reads jobs, and whether it runs in the pool's mode (fixedPlan, see
+	// searchPageSQL), so that tests can explain them.
+	searchTrace func(sql string, args []any, fixedPlan bool)
 }
 
 // Open connects a pool to the database at url. Options adjust the pool

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +162,60 @@ func storeWorkload(t *testing.T, db *pgtest.DB, w world) {
 	} {
 		_, err := sweep(ctx, time.Hour, 100)
 		check("sweep", err)
+	}
+}
+
+// A search without filters is planned once per connection in
+// cache_statement: its statements are written so that no value changes
+// their plan, and PostgreSQL then keeps their generic plan after the five
+// custom plans it makes first, rather than planning every request. (That
+// the generic plans read no more than custom ones is
+// TestSearchJobsReadsBoundedRows's.)
+func TestSearchesWithoutFiltersKeepAGenericPlan(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	if err := w.db.SeedJobs(ctx, w.company.ID, 2000); err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.Open(t, w.db.URL, postgres.WithQueryExecMode(pgx.QueryExecModeCacheStatement),
+		func(c *pgxpool.Config) { c.MaxConns = 1 })
+	fixed := map[string]bool{}
+	postgres.TraceSearch(db.DB, func(sql string, _ []any, fixedPlan bool) {
+		if fixedPlan {
+			fixed[sql] = true
+		}
+	})
+	for _, f := range []jobboard.JobFilter{
+		{}, {After: w.job.ID}, {Query: "engineer"}, {Query: "engineer", After: w.job.ID},
+		{Query: "astronaut"}, {Query: manyWords + " nurse"},
+	} {
+		for range 8 {
+			if _, err := db.SearchJobs(ctx, nil, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	postgres.TraceSearch(db.DB, nil)
+	if len(fixed) < 5 {
+		t.Fatalf("%d statements of fixed plan traced, want the listing, window and text index ones", len(fixed))
+	}
+	type prepared struct {
+		Statement            string
+		GenericPlans, Custom int64
+	}
+	rows, _ := postgres.Pool(db.DB).Query(ctx, "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+	stmts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[prepared])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sql := range fixed {
+		i := slices.IndexFunc(stmts, func(p prepared) bool { return p.Statement == sql })
+		switch {
+		case i < 0:
+			t.Errorf("not prepared:\n%s", sql)
+		case stmts[i].GenericPlans == 0:
+			t.Errorf("planned for the values every time (%d custom plans):\n%s", stmts[i].Custom, sql)
+		}
 	}
 }

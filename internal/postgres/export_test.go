@@ -7,9 +7,10 @@ import "github.com/jackc/pgx/v5/pgxpool"
 // restores the default).
 func SetSearchWalk(db *DB, rows int) { db.searchWalk = rows }
 
-// TraceSearch makes db's SearchJobs tell fn every statement it runs, with
-// its arguments (nil stops it).
-func TraceSearch(db *DB, fn func(sql string, args []any)) { db.searchTrace = fn }
+// TraceSearch makes db's SearchJobs tell fn every statement it runs that
+// reads jobs, with its arguments and whether the pool's mode may prepare it
+// (nil stops it).
+func TraceSearch(db *DB, fn func(sql string, args []any, fixedPlan bool)) { db.searchTrace = fn }
 
 // SearchStretch is the default stretch of a text search for query: perRow
 // ids or jobs per row, for rows rows.
