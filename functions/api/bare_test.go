@@ -183,15 +183,10 @@ func bareWrite(w http.ResponseWriter, v any) {
 }
 
 // startBare serves the bare peer on a free loopback port over its own pool
-// of the database at url, whose connections send statements in mode, and
-// returns its address. Both stop when ctx ends.
-func startBare(ctx context.Context, url string, key []byte, mode pgx.QueryExecMode) (string, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return "", err
-	}
-	cfg.ConnConfig.DefaultQueryExecMode = mode
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+// of the database at url, and returns its address. Both stop when ctx
+// ends.
+func startBare(ctx context.Context, url string, key []byte) (string, error) {
+	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return "", err
 	}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/jobboard/jobboard/internal/apiclient"
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
@@ -197,14 +196,15 @@ func (fx *benchFixture) startAPI(ctx context.Context, b *testing.B, mode string)
 }
 
 // startBare serves a bare peer whose pool sends statements in mode ("":
-// pgx's default) until ctx ends, and returns its address.
+// pgx's default; pgx reads it from the URL) until ctx ends, and returns its
+// address.
 func (fx *benchFixture) startBare(ctx context.Context, b *testing.B, mode string) string {
 	b.Helper()
-	m, err := postgres.ParseQueryExecMode(mode)
-	if err != nil {
-		b.Fatal(err)
+	url := fx.url
+	if mode != "" {
+		url += "&default_query_exec_mode=" + mode
 	}
-	base, err := startBare(ctx, fx.url, fx.key, m)
+	base, err := startBare(ctx, url, fx.key)
 	if err != nil {
 		b.Fatal(err)
 	}
