@@ -96,48 +96,55 @@ func (db *DB) Job(ctx context.Context, actor *jobboard.Actor, id int64) (jobboar
 	return j, nil
 }
 
-const jobForUpdateSQL = `
-SELECT ` + jobColumns + `
-FROM jobs j
-WHERE j.id = $1
-  AND EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2)
-FOR UPDATE OF j`
-
-// updateJobSQL moves updated_at strictly forward, even for two updates in
-// one microsecond or under a clock step back: it is the job's entity tag.
+// updateJobSQL applies a patch to a job of a company the actor ($2) is a
+// member of, in one statement: each field the patch sets ($3 to $12; NULL
+// or $8 false: not set) replaces the one stored, the others stay, read
+// under the row lock that the update takes, so concurrent patches do not
+// overwrite each other's fields. It moves updated_at strictly forward, even
+// for two updates in one microsecond or under a clock step back: it is the
+// job's entity tag.
 const updateJobSQL = `
 UPDATE jobs AS j
-SET title = $2, description = $3, location = $4, remote = $5, employment_type = $6,
-	salary_min = $7, salary_max = $8, salary_currency = $9, status = $10,
+SET title = coalesce($3, j.title), description = coalesce($4, j.description),
+	location = coalesce($5, j.location), remote = coalesce($6, j.remote),
+	employment_type = coalesce($7, j.employment_type),
+	salary_min = CASE WHEN $8 THEN $9 ELSE j.salary_min END,
+	salary_max = CASE WHEN $8 THEN $10 ELSE j.salary_max END,
+	salary_currency = CASE WHEN $8 THEN $11 ELSE j.salary_currency END,
+	status = coalesce($12, j.status),
 	updated_at = greatest(now(), j.updated_at + interval '1 microsecond')
 WHERE j.id = $1
+  AND EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2)
 RETURNING ` + jobColumns
 
-// UpdateJob applies a patch to a job of a company the actor is a member of,
-// holding the row lock from read to write so concurrent patches do not
-// overwrite each other's fields. Errors: jobboard.ErrNotFound, and a
-// *jobboard.ValidationError when the patched job is invalid (nothing is
-// written then).
+// UpdateJob applies a patch to a job of a company the actor is a member
+// of, in one statement, as an autocommit statement or in the keyed write
+// of ctx. The patch is judged before: the fields it leaves keep valid
+// values (see jobboard.JobPatch.Validate). Errors: a
+// *jobboard.ValidationError when the patch is invalid (nothing is written
+// then), jobboard.ErrNotFound.
 func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
-	var updated jobboard.Job
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, jobForUpdateSQL, id, actor.UserID)
-		current, err := pgx.CollectExactlyOneRow(rows, scanJob)
-		if err != nil {
-			return notFound(err)
-		}
-		next, err := p.Apply(current)
-		if err != nil {
-			return err
-		}
-		lo, hi, currency := salaryArgs(next.Salary)
-		rows, _ = tx.Query(ctx, updateJobSQL, id, next.Title, next.Description, next.Location,
-			next.Remote, next.EmploymentType, lo, hi, currency, next.Status)
-		updated, err = pgx.CollectExactlyOneRow(rows, scanJob)
-		return err
-	})
+	p.Normalize()
+	if err := p.Validate(); err != nil {
+		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, err)
+	}
+	q, err := db.writer(ctx)
 	if err != nil {
-		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, timeout(ctx, err))
+		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, err)
+	}
+	var employmentType, status *string
+	if p.EmploymentType != nil {
+		employmentType = (*string)(p.EmploymentType)
+	}
+	if p.Status != nil {
+		status = (*string)(p.Status)
+	}
+	lo, hi, currency := salaryArgs(p.Salary)
+	rows, _ := q.Query(ctx, updateJobSQL, id, actor.UserID, p.Title, p.Description, p.Location, p.Remote,
+		employmentType, p.SetSalary, lo, hi, currency, status)
+	updated, err := pgx.CollectExactlyOneRow(rows, scanJob)
+	if err != nil {
+		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, notFound(timeout(ctx, err)))
 	}
 	return updated, nil
 }
