@@ -85,10 +85,26 @@ WHERE j.id = $1
   AND (j.status = 'open'
        OR EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2))`
 
+// openJobSQL returns an open job: what an anonymous caller may see. It is
+// a statement of its own rather than jobSQL with a NULL actor: for a NULL,
+// PostgreSQL's plan for the values drops the membership, so it stays
+// cheaper than the generic plan, and the prepared jobSQL is planned again
+// on every read instead of running its generic plan (0 generic plans in 20
+// reads while company_members, a small table that autovacuum may never
+// analyze, had no statistics).
+const openJobSQL = `
+SELECT ` + jobColumns + `
+FROM jobs j
+WHERE j.id = $1 AND j.status = 'open'`
+
 // Job returns an open job, or a closed one to a member of its company. actor
 // may be nil. Errors: jobboard.ErrNotFound.
 func (db *DB) Job(ctx context.Context, actor *jobboard.Actor, id int64) (jobboard.Job, error) {
-	rows, _ := db.pool.Query(ctx, jobSQL, id, actorID(actor))
+	sql, args := jobSQL, []any{id, actorID(actor)}
+	if actor == nil {
+		sql, args = openJobSQL, args[:1]
+	}
+	rows, _ := db.pool.Query(ctx, sql, args...)
 	j, err := pgx.CollectExactlyOneRow(rows, scanJob)
 	if err != nil {
 		return jobboard.Job{}, fmt.Errorf("job %d: %w", id, notFound(timeout(ctx, err)))
@@ -236,8 +252,11 @@ ORDER BY j.id DESC`
 
 // searchHeaderSQL is the job listing version and whether the query can be
 // searched at all (%s: searchSearchableSQL, or true for a search without
-// words), read just before a page of a search without filters.
-const searchHeaderSQL = `SELECT version, %s FROM job_listing_version`
+// words), read just before a page of a search without filters. The second
+// is a subquery so that a plan for the values cannot fold it to a constant
+// and look cheaper than the generic plan (which PostgreSQL would then never
+// keep).
+const searchHeaderSQL = `SELECT version, (SELECT %s) FROM job_listing_version`
 
 // searchListingSQL is the page of a search without text: the planner's own
 // plan, which every filter's index keeps bounded. Without filters that is
