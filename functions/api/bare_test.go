@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,6 +37,11 @@ func (p *barePeer) handler() http.Handler {
 	mux.HandleFunc("GET /v1/jobs", p.search)
 	mux.HandleFunc("GET /v1/jobs/{id}", p.job)
 	mux.HandleFunc("PATCH /v1/jobs/{id}", p.updateTitle)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := p.pool.Ping(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	})
 	return mux
 }
 
@@ -182,14 +188,25 @@ func bareWrite(w http.ResponseWriter, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// startBare serves the bare peer on a free loopback port over its own pool
-// of the database at url, and returns its address. Both stop when ctx
-// ends.
-func startBare(ctx context.Context, url string, key []byte) (string, error) {
+// serveBare serves the bare peer on 127.0.0.1:port over its own pool of
+// the database at url until ctx ends.
+func serveBare(ctx context.Context, url string, key []byte, port string) error {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		return "", err
+		return err
+	}
+	defer pool.Close()
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		return err
 	}
 	srv := &http.Server{Handler: (&barePeer{pool: pool, key: key}).handler(), ReadHeaderTimeout: 5 * time.Second}
-	return serveUntil(ctx, srv, pool.Close)
+	go func() {
+		<-ctx.Done()
+		_ = srv.Shutdown(context.WithoutCancel(ctx))
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }

@@ -10,14 +10,18 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/apiclient"
 	"github.com/jobboard/jobboard/internal/jobboard"
@@ -36,14 +40,15 @@ var (
 // benchConns is the number of concurrent HTTP connections of the load.
 const benchConns = 16
 
-// BenchmarkHTTPVsBare: the API as it serves locally (run, over loopback
-// HTTP, its access log written to /dev/null) against a bare net/http + pgx
-// handler (barePeer: the simplest correct SQL for the same answer, one
-// prepared statement a request), over one database of 100,000 jobs, with
-// 16 concurrent keep-alive connections, for three requests: a search for a
-// common word (GET /v1/jobs?q=engineer), an anonymous job read (GET
-// /v1/jobs/{id}) and a member's change of a job's title (PATCH
-// /v1/jobs/{id}, each connection its own job).
+// BenchmarkHTTPVsBare: the API as it serves locally (run, in a process
+// of its own, over loopback HTTP, its access log written to /dev/null)
+// against a bare net/http + pgx handler (barePeer: the simplest correct
+// SQL for the same answer, one prepared statement a request, in a process
+// of its own too), over one database of 100,000 jobs, with 16 concurrent
+// keep-alive connections, for three requests: a search for a common word
+// (GET /v1/jobs?q=engineer), an anonymous job read (GET /v1/jobs/{id}) and
+// a member's change of a job's title (PATCH /v1/jobs/{id}, each connection
+// its own job).
 //
 // Each peer runs in pgx's default mode and in each mode of -http.modes
 // (by default exec, which prepares no named statement, for RDS Proxy),
@@ -53,9 +58,13 @@ const benchConns = 16
 // are against the bare peer in the default mode, pooled over the rounds:
 // "api-x-bare" is the API's throughput over the bare peer's (the aim is at
 // least 0.9), "api-p99-x-bare" its 99th percentile latency over the bare
-// peer's (the aim is at most 1.5); "bare-exec-x-bare" is the floor that
-// the mode alone sets. The log gives requests per second, percentiles and
-// the range of the per-round ratios, and the machine's load average.
+// peer's (the aim is at most 1.5), "api-cpu-x-bare" the CPU time a request
+// costs it (its process and its PostgreSQL backends) over the bare peer's;
+// "bare-exec-x-bare" is the floor that the mode alone sets. CPU time is the
+// steadier figure on a shared machine: throughput and latency move with
+// what else runs, the CPU a request takes much less. The log gives
+// requests per second, percentiles, the range of the per-round ratios, CPU
+// time a request, and the machine's load average.
 func BenchmarkHTTPVsBare(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -65,15 +74,11 @@ func BenchmarkHTTPVsBare(b *testing.B) {
 	if *benchModes != "" {
 		modes = strings.Split(*benchModes, ",")
 	}
-	peers := []*benchPeer{
-		{name: "bare", url: fx.startBare(ctx, b, "")},
-		{name: "api", url: fx.startAPI(ctx, b, "")},
-	}
+	peers := []*benchPeer{fx.startPeer(ctx, b, "bare", "", "bare"), fx.api}
 	for _, m := range modes {
-		peers = append(peers,
-			&benchPeer{name: "bare-" + m, url: fx.startBare(ctx, b, m)},
-			&benchPeer{name: "api-" + m, url: fx.startAPI(ctx, b, m)})
+		peers = append(peers, fx.startPeer(ctx, b, "bare", m, "bare-"+m), fx.startPeer(ctx, b, "api", m, "api-"+m))
 	}
+	cpu := newCPUMeter(ctx, b, fx.url)
 	b.Logf("load average before: %s", loadAverage())
 	b.Cleanup(func() { b.Logf("load average after: %s", loadAverage()) })
 
@@ -103,18 +108,18 @@ func BenchmarkHTTPVsBare(b *testing.B) {
 			sameAnswers(b, ep, peers)
 			for _, p := range peers {
 				p.reset()
-				p.run(b, ep, *benchRound/2) // warm: connections, statement and plan caches
+				p.run(b, ep, *benchRound/2, cpu) // warm: connections, statement and plan caches
 				p.reset()
 			}
 			for range b.N {
 				for round := range *benchRounds {
 					for i := range peers {
 						p := peers[(round+i)%len(peers)]
-						p.run(b, ep, *benchRound)
+						p.run(b, ep, *benchRound, cpu)
 					}
 				}
 			}
-			report(b, ep, peers)
+			report(b, ep, peers, cpu.ok)
 		})
 	}
 }
@@ -123,8 +128,9 @@ func BenchmarkHTTPVsBare(b *testing.B) {
 // name in it.
 type benchFixture struct {
 	url     string
-	key     []byte // JWT_SECRET
-	token   string // the employer's
+	api     *benchPeer // in pgx's default mode
+	key     []byte     // JWT_SECRET
+	token   string     // the employer's
 	readIDs []int64
 	// patchIDs are the jobs that each connection changes.
 	patchIDs []int64
@@ -134,7 +140,8 @@ func newBenchFixture(ctx context.Context, b *testing.B, jobs int) *benchFixture 
 	b.Helper()
 	fx := &benchFixture{url: pgtest.NewURL(b), key: []byte("bench-bench-bench-bench-bench-bench")}
 	db := pgtest.Open(b, fx.url)
-	api := apiclient.Client{BaseURL: fx.startAPI(ctx, b, "")}
+	fx.api = fx.startPeer(ctx, b, "api", "", "api")
+	api := apiclient.Client{BaseURL: fx.api.url}
 	var session struct {
 		User  jobboard.User `json:"user"`
 		Token string        `json:"token"`
@@ -165,66 +172,75 @@ func newBenchFixture(ctx context.Context, b *testing.B, jobs int) *benchFixture 
 	return fx
 }
 
-// startAPI serves the API as functions/api does locally, with
-// DATABASE_QUERY_EXEC_MODE set to mode, until ctx ends, and returns its
-// address.
-func (fx *benchFixture) startAPI(ctx context.Context, b *testing.B, mode string) string {
+// The peers run as child processes of the benchmark (this test binary,
+// started again with benchPeerEnv set; see TestMain), so that each one's
+// CPU time can be told apart: its process's, and its PostgreSQL backends',
+// found by the application_name that its database URL gives them.
+const benchPeerEnv = "JOBBOARD_BENCH_PEER"
+
+// TestMain serves a peer of BenchmarkHTTPVsBare when benchPeerEnv says so
+// (api: the API as functions/api serves it locally, run with this
+// process's environment and standard output; bare: barePeer on PORT over
+// BARE_DATABASE_URL), until SIGTERM; otherwise it runs the tests.
+func TestMain(m *testing.M) {
+	peer := os.Getenv(benchPeerEnv)
+	if peer == "" {
+		os.Exit(m.Run())
+	}
+	if err := servePeer(peer); err != nil {
+		fmt.Fprintln(os.Stderr, peer+":", err)
+		os.Exit(1)
+	}
+}
+
+// servePeer serves the peer of BenchmarkHTTPVsBare that TestMain names,
+// until SIGTERM.
+func servePeer(peer string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	switch peer {
+	case "api":
+		return run(ctx, []string{"api"}, os.Getenv, os.Stdout)
+	case "bare":
+		return serveBare(ctx, os.Getenv("BARE_DATABASE_URL"), []byte(os.Getenv("JWT_SECRET")), os.Getenv("PORT"))
+	}
+	return fmt.Errorf("%s=%q: want api or bare", benchPeerEnv, peer)
+}
+
+// startPeer starts a peer (api or bare) whose pool sends statements in
+// mode ("": pgx's default), stopped when b ends, and returns its address
+// and process id. Its database sessions are named name.
+func (fx *benchFixture) startPeer(ctx context.Context, b *testing.B, kind, mode, name string) *benchPeer {
 	b.Helper()
 	port, err := freePort(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
+	url := fx.url + "&application_name=" + name
+	environment := []string{benchPeerEnv + "=" + kind, "PORT=" + strconv.Itoa(port), "JWT_SECRET=" + string(fx.key)}
+	if kind == "api" {
+		// The API takes its mode as on AWS.
+		environment = append(environment, "DATABASE_URL="+url, "DATABASE_QUERY_EXEC_MODE="+mode)
+	} else {
+		if mode != "" {
+			url += "&default_query_exec_mode=" + mode
+		}
+		environment = append(environment, "BARE_DATABASE_URL="+url)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), environment...) // stdout and stderr: /dev/null
+	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { devNull.Close() })
-	environment := map[string]string{"DATABASE_URL": fx.url, "JWT_SECRET": string(fx.key), "PORT": strconv.Itoa(port),
-		"DATABASE_QUERY_EXEC_MODE": mode}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"api"}, env(environment), devNull) }()
 	b.Cleanup(func() {
-		if err := <-done; err != nil {
-			b.Errorf("api: %v", err)
-		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
 	})
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	if err := (&apiclient.Client{BaseURL: base}).WaitReady(ctx); err != nil {
-		b.Fatal(err)
+		b.Fatalf("%s: %v", name, err)
 	}
-	return base
-}
-
-// startBare serves a bare peer whose pool sends statements in mode ("":
-// pgx's default; pgx reads it from the URL) until ctx ends, and returns its
-// address.
-func (fx *benchFixture) startBare(ctx context.Context, b *testing.B, mode string) string {
-	b.Helper()
-	url := fx.url
-	if mode != "" {
-		url += "&default_query_exec_mode=" + mode
-	}
-	base, err := startBare(ctx, url, fx.key)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return base
-}
-
-// serveUntil serves srv on a free loopback port until ctx ends, then shuts
-// it down and calls closed, and returns its address.
-func serveUntil(ctx context.Context, srv *http.Server, closed func()) (string, error) {
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	go func() { _ = srv.Serve(ln) }()
-	go func() {
-		<-ctx.Done()
-		_ = srv.Shutdown(context.WithoutCancel(ctx))
-		closed()
-	}()
-	return "http://" + ln.Addr().String(), nil
+	return &benchPeer{name: name, url: base, pid: cmd.Process.Pid}
 }
 
 func freePort(ctx context.Context) (int, error) {
@@ -290,20 +306,24 @@ func withoutMembers(b *testing.B, body []byte, names []string) []byte {
 // benchPeer is a server under load and what its rounds measured.
 type benchPeer struct {
 	name, url string
+	pid       int            // of its process; its database sessions are named name
 	clients   []*http.Client // one keep-alive connection each
 	requests  int
 	elapsed   time.Duration
+	cpu       cpuTime // its process's and its backends', over the rounds
 	latencies []time.Duration
 	rounds    []float64 // requests per second of each round
 }
 
 func (p *benchPeer) reset() {
-	p.requests, p.elapsed, p.latencies, p.rounds = 0, 0, nil, nil
+	p.requests, p.elapsed, p.cpu, p.latencies, p.rounds = 0, 0, cpuTime{}, nil, nil
 }
 
-// run loads p with ep's requests over benchConns connections for d.
-func (p *benchPeer) run(b *testing.B, ep benchEndpoint, d time.Duration) {
+// run loads p with ep's requests over benchConns connections for d, and
+// adds the CPU time that p spent meanwhile.
+func (p *benchPeer) run(b *testing.B, ep benchEndpoint, d time.Duration, cpu *cpuMeter) {
 	b.Helper()
+	cpuBefore := cpu.of(p)
 	for len(p.clients) < benchConns {
 		p.clients = append(p.clients, &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}})
 	}
@@ -344,6 +364,9 @@ func (p *benchPeer) run(b *testing.B, ep benchEndpoint, d time.Duration) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	after := cpu.of(p)
+	p.cpu.process += after.process - cpuBefore.process
+	p.cpu.database += after.database - cpuBefore.database
 	if failed != nil {
 		b.Fatal(failed)
 	}
@@ -362,25 +385,48 @@ func (p *benchPeer) percentile(q float64) float64 {
 }
 
 // report writes each peer's figures and ratios to the bare peer's (the
-// first) as metrics and in the log.
-func report(b *testing.B, ep benchEndpoint, peers []*benchPeer) {
+// first) as metrics and in the log: throughput, 99th percentile latency,
+// and CPU time a request (when the server is on this machine).
+func report(b *testing.B, ep benchEndpoint, peers []*benchPeer, withCPU bool) {
 	base := peers[0]
 	var log strings.Builder
 	fmt.Fprintf(&log, "%s, %d connections, %d rounds of %s:\n", ep.label, benchConns, len(base.rounds), *benchRound)
 	for _, p := range peers {
 		lo, hi := roundRatios(p, base)
-		fmt.Fprintf(&log, "  %-22s %7.0f req/s  p50 %6.2f ms  p99 %6.2f ms  ×bare %.2f (rounds %.2f–%.2f)  p99 ×bare %.2f\n",
+		fmt.Fprintf(&log, "  %-16s %6.0f req/s  p50 %6.2f ms  p99 %6.2f ms  ×bare %.2f (rounds %.2f–%.2f)  p99 ×bare %.2f",
 			p.name, p.throughput(), p.percentile(0.5), p.percentile(0.99),
 			p.throughput()/base.throughput(), lo, hi, p.percentile(0.99)/base.percentile(0.99))
+		if withCPU {
+			fmt.Fprintf(&log, "  CPU %4.0f µs/req (server %3.0f, database %3.0f) ×bare %.2f", p.cpuPerRequest(),
+				p.perRequest(p.cpu.process), p.perRequest(p.cpu.database), p.cpuPerRequest()/base.cpuPerRequest())
+		}
+		log.WriteString("\n")
 		if p == base {
 			b.ReportMetric(p.throughput(), "bare-req/s")
 			continue
 		}
 		b.ReportMetric(p.throughput()/base.throughput(), p.name+"-x-bare")
 		b.ReportMetric(p.percentile(0.99)/base.percentile(0.99), p.name+"-p99-x-bare")
+		if withCPU {
+			b.ReportMetric(p.cpuPerRequest()/base.cpuPerRequest(), p.name+"-cpu-x-bare")
+		}
 	}
 	b.Log(log.String())
 }
+
+// cpuPerRequest is the CPU time that a request cost p, in microseconds.
+func (p *benchPeer) cpuPerRequest() float64 {
+	return p.perRequest(p.cpu.process + p.cpu.database)
+}
+
+// perRequest is d a request, in microseconds.
+func (p *benchPeer) perRequest(d time.Duration) float64 {
+	return float64(d.Microseconds()) / float64(p.requests)
+}
+
+// cpuTime is CPU time spent by a peer's process and by its database
+// backends.
+type cpuTime struct{ process, database time.Duration }
 
 // roundRatios returns the least and greatest ratio of p's throughput to
 // base's in the same round.
@@ -391,6 +437,62 @@ func roundRatios(p, base *benchPeer) (lo, hi float64) {
 		lo, hi = min(lo, r), max(hi, r)
 	}
 	return lo, hi
+}
+
+// cpuMeter reads the CPU time of a peer: its process's and its PostgreSQL
+// backends', from /proc (clock ticks of 10 ms), which works only when the
+// server runs on this machine (ok tells; otherwise every reading is 0).
+type cpuMeter struct {
+	ctx   context.Context
+	admin *pgxpool.Pool
+	ok    bool
+}
+
+func newCPUMeter(ctx context.Context, b *testing.B, url string) *cpuMeter {
+	m := &cpuMeter{ctx: ctx, admin: pgtest.Pool(b, url)}
+	var pid int
+	if err := m.admin.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		b.Fatal(err)
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	m.ok = err == nil && strings.HasPrefix(string(comm), "postgres")
+	if !m.ok {
+		b.Log("the database server is not on this machine: no CPU times")
+	}
+	return m
+}
+
+// of returns p's CPU time so far: its process's and that of the backends
+// of its sessions now open.
+func (m *cpuMeter) of(p *benchPeer) cpuTime {
+	if !m.ok {
+		return cpuTime{}
+	}
+	rows, _ := m.admin.Query(m.ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", p.name)
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return cpuTime{}
+	}
+	t := cpuTime{process: processCPU(p.pid)}
+	for _, pid := range pids {
+		t.database += processCPU(pid)
+	}
+	return t
+}
+
+// processCPU is the user and system time of process pid (0 when it is
+// gone), from /proc/pid/stat.
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: utime and stime are the 14th and 15th
+	// fields; comm may hold spaces, so count from the last ')'.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
 // loadAverage is the machine's load average over 1, 5 and 15 minutes, as
