@@ -57,9 +57,14 @@ chaos: $(LOCALAWS)
 	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/chaos
 	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
 
-## test: lint, then every test with the race detector.
+## test: lint, then every test with the race detector, then the store's
+## tests again in the query exec mode that RDS Proxy needs (PROXY_QUERY_EXEC_MODE,
+## see docs/performance.md), where a connection left holding a named prepared
+## statement fails its test.
+PROXY_QUERY_EXEC_MODE ?= exec
 test: lint $(LOCALAWS) $(AWS_LAMBDA_RIE)
-	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -race -count=1 ./...
+	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) bash -c '$(GO) test -race -count=1 ./... && \
+		TEST_DATABASE_QUERY_EXEC_MODE=$(PROXY_QUERY_EXEC_MODE) $(GO) test -race -count=1 ./internal/postgres/...'
 
 ## lint: gofmt, go vet, golangci-lint (pinned), and Redocly's recommended
 ## rules over the OpenAPI document (errors fail; warnings are printed).
@@ -78,7 +83,10 @@ $(GOLANGCI_LINT):
 	GOBIN=$(TOOLS_DIR)/tmp $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(TOOLS_DIR)/tmp/golangci-lint $@
 
-## bench: the benchmarks, reported as ratios against baselines of the same run.
+## bench: the benchmarks, reported as ratios against baselines of the same run;
+## among them the API over loopback HTTP against a bare net/http + pgx peer
+## (BenchmarkHTTPVsBare, in functions/api), in pgx's default mode and in exec,
+## the mode for RDS Proxy. See docs/performance.md.
 bench: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
