@@ -48,18 +48,41 @@ func (p *barePeer) handler() http.Handler {
 const bareColumns = `id, company_id, title, description, location, remote, employment_type,
 	salary_min, salary_max, salary_currency, status, created_at, updated_at`
 
+// bareRow is a row of bareColumns.
+type bareRow struct {
+	ID, CompanyID                int64
+	Title, Description, Location string
+	Remote                       bool
+	EmploymentType               jobboard.EmploymentType
+	SalaryMin, SalaryMax         *int64
+	SalaryCurrency               *string
+	Status                       jobboard.JobStatus
+	CreatedAt, UpdatedAt         time.Time
+}
+
 func bareScan(row pgx.CollectableRow) (jobboard.Job, error) {
-	var (
-		j        jobboard.Job
-		lo, hi   *int64
-		currency *string
-	)
-	err := row.Scan(&j.ID, &j.CompanyID, &j.Title, &j.Description, &j.Location, &j.Remote,
-		&j.EmploymentType, &lo, &hi, &currency, &j.Status, &j.CreatedAt, &j.UpdatedAt)
-	if lo != nil && hi != nil && currency != nil {
-		j.Salary = &jobboard.Salary{Min: *lo, Max: *hi, Currency: *currency}
+	r, err := pgx.RowToStructByPos[bareRow](row)
+	j := jobboard.Job{ID: r.ID, CompanyID: r.CompanyID, Title: r.Title, Description: r.Description,
+		Location: r.Location, Remote: r.Remote, EmploymentType: r.EmploymentType, Status: r.Status,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if r.SalaryMin != nil {
+		j.Salary = &jobboard.Salary{Min: *r.SalaryMin, Max: *r.SalaryMax, Currency: *r.SalaryCurrency}
 	}
 	return j, err
+}
+
+// one answers the job that sql (with args) returns, or 404 when it returns
+// none; ok tells that the job was found.
+func (p *barePeer) one(w http.ResponseWriter, r *http.Request, sql string, args ...any) (j jobboard.Job, ok bool) {
+	rows, _ := p.pool.Query(r.Context(), sql, args...)
+	j, err := pgx.CollectExactlyOneRow(rows, bareScan)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		http.NotFound(w, r)
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+	return j, err == nil
 }
 
 const bareSearchSQL = `SELECT ` + bareColumns + ` FROM jobs
@@ -98,14 +121,8 @@ func (p *barePeer) job(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad id", http.StatusBadRequest)
 		return
 	}
-	rows, _ := p.pool.Query(r.Context(), bareJobSQL, id)
-	j, err := pgx.CollectExactlyOneRow(rows, bareScan)
-	if errors.Is(err, pgx.ErrNoRows) {
-		http.NotFound(w, r)
-		return
-	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	j, ok := p.one(w, r, bareJobSQL, id)
+	if !ok {
 		return
 	}
 	h := w.Header()
@@ -148,17 +165,9 @@ func (p *barePeer) updateTitle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad title", http.StatusUnprocessableEntity)
 		return
 	}
-	rows, _ := p.pool.Query(r.Context(), bareUpdateTitleSQL, id, user, title)
-	j, err := pgx.CollectExactlyOneRow(rows, bareScan)
-	if errors.Is(err, pgx.ErrNoRows) {
-		http.NotFound(w, r)
-		return
+	if j, ok := p.one(w, r, bareUpdateTitleSQL, id, user, title); ok {
+		bareWrite(w, j)
 	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	bareWrite(w, j)
 }
 
 // verify checks an HS256 bearer token of the API and returns its user id.
