@@ -20,6 +20,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -189,8 +190,24 @@ func NewDB(tb testing.TB) *DB {
 // both closed when tb ends; options adjust the store's pool as they do
 // postgres.Open's (the raw pool keeps the URL's settings). It fails tb if
 // the database does not answer.
+//
+// TEST_DATABASE_QUERY_EXEC_MODE, when set, is the store's query exec mode
+// (as DATABASE_QUERY_EXEC_MODE is the functions'; options may still choose
+// another), so that the store's tests can run in the mode that a
+// connection proxy needs. A store whose mode prepares no named statement
+// (any but cache_statement) is also held to that: as its pool closes each
+// connection, the server must list no named prepared statement for it, or
+// tb fails.
 func Open(tb testing.TB, url string, options ...func(*pgxpool.Config)) *DB {
 	tb.Helper()
+	if name := os.Getenv("TEST_DATABASE_QUERY_EXEC_MODE"); name != "" {
+		mode, err := postgres.ParseQueryExecMode(name)
+		if err != nil {
+			tb.Fatalf("TEST_DATABASE_QUERY_EXEC_MODE: %v", err)
+		}
+		options = append([]func(*pgxpool.Config){postgres.WithQueryExecMode(mode)}, options...)
+	}
+	options = append(options, noNamedStatements(tb))
 	db, err := postgres.Open(context.Background(), url, options...)
 	if err != nil {
 		tb.Fatalf("open test database: %v", err)
@@ -217,6 +234,27 @@ func Pool(tb testing.TB, url string, options ...func(*pgxpool.Config)) *pgxpool.
 	}
 	tb.Cleanup(pool.Close)
 	return pool
+}
+
+// noNamedStatements fails tb when the pool closes a connection whose mode
+// prepares no named statement (any but cache_statement) and the server
+// lists a named prepared statement for it.
+func noNamedStatements(tb testing.TB) func(*pgxpool.Config) {
+	return func(c *pgxpool.Config) {
+		c.BeforeClose = func(conn *pgx.Conn) {
+			if conn.Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			rows, _ := conn.Query(ctx, "SELECT name FROM pg_prepared_statements")
+			names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err == nil && len(names) > 0 {
+				tb.Errorf("a connection in query exec mode %v holds named prepared statements: %v",
+					conn.Config().DefaultQueryExecMode, names)
+			}
+		}
+	}
 }
 
 // migrator adapts schema.Migrate to pgtestdb: the template's name is a hash
