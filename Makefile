@@ -93,10 +93,15 @@ chaos: $(LOCALAWS)
 
 ## test: lint, govulncheck against the pinned vulnerability database (the
 ## same verdict for the same commit on any day; `make vuln` asks the live
-## one), then every test with the race detector.
+## one), then every test with the race detector, then the store's tests
+## again in the query exec mode that RDS Proxy needs (PROXY_QUERY_EXEC_MODE,
+## see docs/performance.md), where a connection left holding a named
+## prepared statement fails its test.
+PROXY_QUERY_EXEC_MODE ?= exec
 test: lint vuln-pinned $(LOCALAWS) $(WEBHOOK_VERIFIER) $(AWS_LAMBDA_RIE)
 	JOBBOARD_PYTHON=$$($(PYTOOLS)) && export JOBBOARD_PYTHON && \
-	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -race -count=1 ./...
+	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) bash -c '$(GO) test -race -count=1 ./... && \
+		TEST_DATABASE_QUERY_EXEC_MODE=$(PROXY_QUERY_EXEC_MODE) $(GO) test -race -count=1 ./internal/postgres/...'
 
 ## vuln: govulncheck over every package against the public vulnerability
 ## database, or the pinned one when the public one cannot be reached; fails
@@ -149,7 +154,10 @@ $(GOLANGCI_LINT):
 	GOBIN=$(TOOLS_DIR)/tmp $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(TOOLS_DIR)/tmp/golangci-lint $@
 
-## bench: the benchmarks, reported as ratios against baselines of the same run.
+## bench: the benchmarks, reported as ratios against baselines of the same run;
+## among them the API over loopback HTTP against a bare net/http + pgx peer
+## (BenchmarkHTTPVsBare, in functions/api), in pgx's default mode and in exec,
+## the mode for RDS Proxy. See docs/performance.md.
 bench: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
@@ -204,7 +212,8 @@ poison:
 
 ## migrate: apply the schema migrations to the database at DATABASE_URL (or
 ## DATABASE_SECRET_ARN's); see internal/cmd/migrate. Deploys migrate by
-## themselves (MigrateFunction, run by the PreTraffic hook).
+## themselves, the first one included (MigrateFunction, run by the custom
+## resource SchemaMigration and again by the PreTraffic hook).
 migrate:
 	$(GO) run ./internal/cmd/migrate
 

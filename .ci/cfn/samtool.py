@@ -4,8 +4,10 @@
     samtool.py [--template PATH] COMMAND ...
     samtool.py paramsets [--raw]   the parameter sets, as JSON
     samtool.py lint                cfn-lint for every parameter set
-    samtool.py translate SET [--param K=V]...   SET's template as SAM translates it (JSON)
-    samtool.py rehearse SET [--param K=V]...    create SET's translated stack in moto
+    samtool.py translate SET [--param K=V]... [--code FUNCTION=KEY]...
+                                   SET's template as SAM translates it (JSON)
+    samtool.py rehearse SET [--param K=V]... [--invoke FUNCTION=URL]...
+                                   create SET's translated stack in moto
 
 A parameter set is what one deployment gives the template: "defaults" (the
 template's defaults, with EXAMPLES for the parameters that have none) and
@@ -21,6 +23,13 @@ would report (AllowedPattern, AllowedValues, MinValue, MaxValue, missing).
 commands (see internal/deploy/doc.go). Nothing here needs credentials or a
 network: the managed-policy names SAM looks up are answered locally, and
 moto's CloudFormation runs in this process, on a free loopback port.
+
+A custom resource (Custom::*) is created by invoking its function, which
+moto cannot run: `rehearse` hands each such invocation to the Lambda
+runtime emulator (aws-lambda-rie) running that function at URL, given as
+--invoke FUNCTION=URL with the function's logical id, and the function's
+answer to moto's CloudFormation completes the resource (see
+bridge_custom_resources).
 """
 
 import argparse
@@ -161,8 +170,13 @@ class _Policies(dict):
         return True
 
 
-def translate(values, template=None):
-    """The template as SAM (and so CloudFormation's transform) translates it."""
+def translate(values, template=None, code=None):
+    """The template as SAM (and so CloudFormation's transform) translates it.
+
+    Each function's code is s3://CODE_BUCKET/<logical id>.zip, or the key
+    code gives it: what `sam deploy` uploads when a build changes the
+    function (it names the object after its contents).
+    """
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
     from samtranslator.translator.managed_policy_translator import ManagedPolicyLoader
     from samtranslator.translator.transform import transform
@@ -177,7 +191,7 @@ def translate(values, template=None):
     template = template or load_template()
     for name, r in template.get("Resources", {}).items():
         if r.get("Type") == "AWS::Serverless::Function":
-            r["Properties"]["CodeUri"] = f"s3://{CODE_BUCKET}/{name}.zip"
+            r["Properties"]["CodeUri"] = f"s3://{CODE_BUCKET}/{(code or {}).get(name, name + '.zip')}"
     # CloudFormation evaluates the parameters before it hands them to the
     # transform: a list parameter arrives as a list.
     params = template.get("Parameters", {})
@@ -220,7 +234,13 @@ def chosen_values(template, args):
 def cmd_translate(args):
     template = load_template()
     values = chosen_values(template, args)
-    json.dump({"values": values, "template": translate(values, template)}, sys.stdout, indent=1, sort_keys=True)
+    code = {}
+    for kv in args.code or []:
+        function, sep, key = kv.partition("=")
+        if not sep or template.get("Resources", {}).get(function, {}).get("Type") != "AWS::Serverless::Function":
+            raise SystemExit(f"--code {kv!r}: want FUNCTION=KEY for a function of the template")
+        code[function] = key
+    json.dump({"values": values, "template": translate(values, template, code)}, sys.stdout, indent=1, sort_keys=True)
     print()
 
 
@@ -490,6 +510,100 @@ def complete_iam_role():
     Role.create_from_cloudformation_json = create_from_cloudformation_json
 
 
+def bridge_custom_resources():
+    """Queue moto's invocations of custom resource functions; return the queue.
+
+    moto's CloudFormation creates a Custom:: resource by invoking the
+    function its ServiceToken names, from a thread, through moto's Lambda,
+    which runs functions in Docker (there is none here), and waits for the
+    answer at its own endpoint, /cloudformation_<region>/cfnresponse, at
+    host.docker.internal:$MOTO_PORT; it sends only Create, and ignores a
+    FAILED answer (the stack then stays CREATE_IN_PROGRESS). Here each
+    invocation is queued as (function name, event) instead, and the answer
+    URL is this server's loopback address: the rehearsal passes each event
+    on to the function running under the Lambda emulator (answer_custom_resources).
+    """
+    import queue
+
+    from moto import settings
+    from moto.awslambda.models import LambdaFunction
+
+    invocations = queue.Queue()
+
+    def invoke(self, body, request_headers, response_headers):
+        invocations.put((self.function_name, body))
+        return ""
+
+    LambdaFunction.invoke = invoke
+    settings.moto_server_host = lambda: "http://127.0.0.1"
+    return invocations
+
+
+def record_custom_resource_answers():
+    """Record each answer moto's CloudFormation gets for a custom resource."""
+    from moto.cloudformation.responses import CloudFormationResponse
+
+    answers = []
+    original = CloudFormationResponse.cfnresponse.__func__
+
+    @classmethod
+    def cfnresponse(cls, *args, **kwargs):
+        request = args[0]
+        body = request.get_data(cache=True)
+        answers.append({
+            "Method": request.method,
+            "ContentType": request.headers.get("Content-Type", ""),
+            "Bytes": len(body),
+            "Body": json.loads(body),
+        })
+        return original(cls, *args, **kwargs)
+
+    CloudFormationResponse.cfnresponse = cfnresponse
+    return answers
+
+
+def answer_custom_resources(resources, invocations, answers, targets):
+    """Pass each custom resource's request to its function's emulator.
+
+    Returns what happened to each: the request moto made, the function
+    that got it, what it answered the invocation, and the answer moto's
+    CloudFormation received.
+    """
+    import queue
+    import urllib.request
+
+    functions = {r["PhysicalResourceId"]: r["LogicalResourceId"] for r in resources if r["ResourceType"] == "AWS::Lambda::Function"}
+    custom = [r["LogicalResourceId"] for r in resources if r["ResourceType"].startswith("Custom::")]
+    out = []
+    for _ in custom:
+        try:
+            name, body = invocations.get(timeout=60)
+        except queue.Empty:
+            raise SystemExit(f"moto's CloudFormation invoked no function for {custom}")
+        event = json.loads(body)
+        function = functions.get(name, name)
+        if function not in targets:
+            raise SystemExit(f"{event['LogicalResourceId']} ({event['ResourceType']}) invokes {function}: "
+                             f"give --invoke {function}=URL of a Lambda emulator running it")
+        seen = len(answers)
+        req = urllib.request.Request(targets[function].rstrip("/") + "/2015-03-31/functions/function/invocations",
+                                     data=body.encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            result = json.loads(resp.read() or b"null")
+        if isinstance(result, dict) and result.get("errorType"):
+            raise SystemExit(f"{function} failed the invocation for {event['LogicalResourceId']}: {result}")
+        out.append({
+            "LogicalResourceId": event["LogicalResourceId"],
+            "ResourceType": event["ResourceType"],
+            "Function": function,
+            "Request": {k: v for k, v in event.items() if k != "ResponseURL"},
+            "Result": result,
+            # The function answers before its invocation ends.
+            "Answers": answers[seen:],
+        })
+    return out
+
+
 def register_alias(props, account_id, region_name):
     """Create the alias in moto's Lambda; return its ARN (the alias's Ref)."""
     from moto.awslambda.models import lambda_backends
@@ -529,16 +643,26 @@ def cmd_rehearse(args):
     template = load_template()
     values = chosen_values(template, args)
 
+    targets = {}
+    for kv in args.invoke or []:
+        function, sep, url = kv.partition("=")
+        if not sep or not url:
+            raise SystemExit(f"--invoke {kv!r}: want FUNCTION=URL")
+        targets[function] = url
+
     stand_in_types, checked = register_stand_ins()
     drop_novalue_in_lists()
     compare_as_strings()
     complete_lambda_version()
     complete_iam_role()
+    invocations = bridge_custom_resources()
+    answers = record_custom_resource_answers()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
+        os.environ["MOTO_PORT"] = str(port)
         client = lambda service: boto3.client(service, endpoint_url=endpoint, region_name=REGION)
 
         s3 = client("s3")
@@ -567,19 +691,25 @@ def cmd_rehearse(args):
         except Exception as e:  # the server's traceback, above on stderr, says why
             print(f"rehearse {args.set}: create-stack failed: {e}", file=sys.stderr)
             raise SystemExit(1)
-        stack = cfn.describe_stacks(StackName=STACK)["Stacks"][0]
         # moto lists the resources whose condition is false too, with no
         # logical id; CloudFormation does not create them.
         resources = [r for r in cfn.list_stack_resources(StackName=STACK)["StackResourceSummaries"] if r.get("LogicalResourceId")]
+        # Until its custom resources answer, a stack is not complete.
+        waiting = cfn.describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"]
+        custom = answer_custom_resources(resources, invocations, answers, targets)
+        resources = [r for r in cfn.list_stack_resources(StackName=STACK)["StackResourceSummaries"] if r.get("LogicalResourceId")]
+        stack = cfn.describe_stacks(StackName=STACK)["Stacks"][0]
         report = {
             "set": args.set,
             "status": stack["StackStatus"],
+            "status_before_custom_resources": waiting,
             "resources": sorted((r["LogicalResourceId"], r["ResourceType"], r["ResourceStatus"]) for r in resources),
             "stand_ins": sorted(checked, key=lambda c: c["LogicalId"]),
             "stand_in_types": stand_in_types,
             "outputs": {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
             "functions": created_functions(client, resources),
             "roles": created_roles(client, resources),
+            "custom_resources": custom,
         }
         json.dump(report, sys.stdout, indent=1, sort_keys=True)
         print()
@@ -654,6 +784,12 @@ def main():
         p = sub.add_parser(name)
         p.add_argument("set")
         p.add_argument("--param", action="append", metavar="KEY=VALUE", help="override one parameter of the set")
+        if name == "translate":
+            p.add_argument("--code", action="append", metavar="FUNCTION=KEY",
+                           help="the S3 key of FUNCTION's code (a logical id), as a new build of it would have")
+        if name == "rehearse":
+            p.add_argument("--invoke", action="append", metavar="FUNCTION=URL",
+                           help="where the Lambda emulator running FUNCTION (a logical id) listens, for custom resources")
         p.set_defaults(fn=fn)
     args = ap.parse_args()
     TEMPLATE = os.path.abspath(args.template)

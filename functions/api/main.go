@@ -14,6 +14,9 @@
 // without it they wait in the outbox for the sweeper);
 // DATABASE_STATEMENT_TIMEOUT (a Go duration, default 5s: the database stops
 // any statement of the API that runs longer, and the request answers 503);
+// DATABASE_QUERY_EXEC_MODE (pgx's query exec mode: cache_statement, the
+// default, or behind RDS Proxy one that prepares no named statement, see
+// docs/performance.md);
 // CORS_ALLOWED_ORIGINS (comma-separated origins whose browsers may call the
 // API; empty: no CORS); CACHE_MAX_AGE and CACHE_STALE_WHILE_REVALIDATE
 // (durations such as 30s: the Cache-Control of anonymous job searches, jobs
@@ -40,6 +43,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/function"
@@ -83,6 +87,7 @@ type config struct {
 	function.Settings
 	databaseURL      string
 	statementTimeout time.Duration
+	queryExecMode    pgx.QueryExecMode
 	// dbCredentials keep the user and password of new connections current
 	// when they come from Secrets Manager; nil locally.
 	dbCredentials *secret.DatabaseCredentials
@@ -124,6 +129,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("DATABASE_STATEMENT_TIMEOUT %q: want a duration of at least 1ms, such as 5s", v)
 		}
 		c.statementTimeout = d
+	}
+	if c.queryExecMode, err = postgres.ParseQueryExecMode(getenv("DATABASE_QUERY_EXEC_MODE")); err != nil {
+		return c, fmt.Errorf("DATABASE_QUERY_EXEC_MODE: %w", err)
 	}
 	origins, err := httpapi.ParseAllowedOrigins(getenv("CORS_ALLOWED_ORIGINS"))
 	if err != nil {
@@ -253,7 +261,8 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, metrics io
 	if cfg.dbCredentials != nil {
 		poolOptions = append(poolOptions, postgres.WithCredentials(cfg.dbCredentials))
 	}
-	poolOptions = append(poolOptions, postgres.WithStatementTimeout(cfg.statementTimeout))
+	poolOptions = append(poolOptions, postgres.WithStatementTimeout(cfg.statementTimeout),
+		postgres.WithQueryExecMode(cfg.queryExecMode))
 	db, err := postgres.Open(ctx, cfg.databaseURL, poolOptions...)
 	if err != nil {
 		return nil, nil, err

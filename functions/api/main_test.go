@@ -46,6 +46,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad log level", []string{"api"}, map[string]string{"DATABASE_URL": url, "LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"bad statement timeout", []string{"api"}, map[string]string{"DATABASE_URL": url, "DATABASE_STATEMENT_TIMEOUT": "5"}, "DATABASE_STATEMENT_TIMEOUT"},
 		{"zero statement timeout", []string{"api"}, map[string]string{"DATABASE_URL": url, "DATABASE_STATEMENT_TIMEOUT": "0s"}, "DATABASE_STATEMENT_TIMEOUT"},
+		{"bad query exec mode", []string{"api"}, map[string]string{"DATABASE_URL": url, "DATABASE_QUERY_EXEC_MODE": "prepared"}, "DATABASE_QUERY_EXEC_MODE"},
 		{"bad CORS origin", []string{"api"}, map[string]string{"DATABASE_URL": url, "CORS_ALLOWED_ORIGINS": "http://localhost:5173,localhost:3000"}, "CORS_ALLOWED_ORIGINS"},
 		{"bad cache max age", []string{"api"}, map[string]string{"DATABASE_URL": url, "CACHE_MAX_AGE": "30"}, "CACHE_MAX_AGE"},
 		{"tiny stale-while-revalidate", []string{"api"}, map[string]string{"DATABASE_URL": url, "CACHE_STALE_WHILE_REVALIDATE": "10ms"}, "CACHE_STALE_WHILE_REVALIDATE"},

@@ -2,11 +2,13 @@
 // template.yaml): it applies the embedded schema migrations under the
 // advisory lock (package internal/postgres/schema, the same as `make
 // migrate`) from inside the functions' network, where a database in
-// private subnets is reachable. The PreTraffic hook of every deploy invokes
-// it before any traffic moves to a new version (internal/deployhook); after
-// a stack's first deploy, which runs no hooks, invoke it by hand
-// (docs/deploying.md). Any event will do; it answers {"migrated": true} or
-// fails the invocation.
+// private subnets is reachable. CloudFormation invokes it for the custom
+// resource SchemaMigration when the stack is created and whenever a deploy
+// publishes a new version of it, and it answers CloudFormation's requests;
+// the PreTraffic hook (internal/deployhook) invokes it again before any
+// traffic moves to a new version; any other event (an invocation by hand)
+// migrates too, answering {"migrated": true, "schema_version": N, ...} or
+// failing the invocation (internal/schemamigration).
 //
 // Outside Lambda (AWS_LAMBDA_RUNTIME_API unset) it migrates once and exits.
 //
@@ -24,19 +26,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
+	"github.com/jobboard/jobboard/internal/schemamigration"
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
@@ -50,14 +50,9 @@ func main() {
 	}
 }
 
-// result is the invocation's answer.
-type result struct {
-	Migrated bool `json:"migrated"`
-}
-
 // run is main without the process: it reads the settings and hands the
-// migration to the Lambda runtime, which does not return, or outside
-// Lambda migrates once.
+// handler to the Lambda runtime, which does not return, or outside Lambda
+// migrates once.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) > 1 {
 		return fmt.Errorf("unknown command %q: the migration function takes none", args[1])
@@ -66,25 +61,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	logger := s.Logger(stdout)
 	secrets := secret.NewClient(s.AWS)
-	migrate := func(ctx context.Context, _ json.RawMessage) (result, error) {
-		start := time.Now()
-		databaseURL, _, err := secret.Database(ctx, getenv, secrets)
-		if err != nil {
-			return result{}, fmt.Errorf("database: %w", err)
-		}
-		if err := schema.Migrate(ctx, databaseURL); err != nil {
-			logger.ErrorContext(ctx, "migration failed", slog.String("error", err.Error()))
-			return result{}, err
-		}
-		logger.InfoContext(ctx, "migrations applied", slog.Duration("duration", time.Since(start)))
-		return result{Migrated: true}, nil
+	handler, err := schemamigration.New(schemamigration.Config{
+		Migrate: func(ctx context.Context) (schema.Report, error) {
+			databaseURL, _, err := secret.Database(ctx, getenv, secrets)
+			if err != nil {
+				return schema.Report{}, fmt.Errorf("database: %w", err)
+			}
+			return schema.Apply(ctx, databaseURL)
+		},
+		Logger: s.Logger(stdout),
+	})
+	if err != nil {
+		return err
 	}
 	if s.Lambda {
-		lambda.StartWithOptions(migrate, lambda.WithContext(ctx))
+		lambda.StartWithOptions(handler.Handle, lambda.WithContext(ctx))
 		return nil
 	}
-	_, err = migrate(ctx, nil)
+	_, err = handler.Handle(ctx, nil)
 	return err
 }

@@ -4,9 +4,9 @@
 // (functions/migrate: the embedded migrations under the advisory lock, as
 // `make migrate` applies them), smoke-tests the API's new version by
 // invoking it, and reports Succeeded or Failed to CodeDeploy (see
-// internal/deployhook). Invoked by hand with an empty event (a stack's
-// first deploy runs no hooks), it does the same without a report and
-// answers with its result.
+// internal/deployhook). Invoked by hand with an empty event (the
+// runbook's check of a running stack), it does the same without a report
+// and answers with its result.
 //
 // Outside Lambda (AWS_LAMBDA_RUNTIME_API unset) it runs once, prints the
 // result and exits with status 1 when a step failed.

@@ -10,7 +10,8 @@
 // the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
 // STATUS_EVENTS_QUEUE_URL and WEBHOOK_EVENTS_QUEUE_URL (required: every
 // outbox row goes to one of them); RETENTION_DAYS (default 30, at least
-// 15, also of the webhook delivery log);
+// 15, also of the webhook delivery log); DATABASE_QUERY_EXEC_MODE (as the
+// API's);
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
 // mode only); SWEEP_GRACE (how long a fresh row is left to the API's relay,
 // default 30s; the chaos harness shortens it). AWS settings come from the
@@ -31,6 +32,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/function"
@@ -61,6 +63,8 @@ type settings struct {
 	grace           time.Duration
 	// interval is the local mode's time between sweeps.
 	interval time.Duration
+	// queryExecMode is how statements are sent (DATABASE_QUERY_EXEC_MODE).
+	queryExecMode pgx.QueryExecMode
 }
 
 // loadSettings reads the settings; the error names every variable that is
@@ -89,6 +93,9 @@ func loadSettings(getenv func(string) string) (settings, error) {
 			problems = append(problems, fmt.Errorf("SWEEP_GRACE = %q: want a positive duration such as 30s", v))
 		}
 		s.grace = d
+	}
+	if s.queryExecMode, err = postgres.ParseQueryExecMode(getenv("DATABASE_QUERY_EXEC_MODE")); err != nil {
+		problems = append(problems, fmt.Errorf("DATABASE_QUERY_EXEC_MODE: %w", err))
 	}
 	// Only the local mode sweeps on a timer; in Lambda the schedule does.
 	if v := getenv("SWEEP_INTERVAL"); v != "" && !s.Lambda {
@@ -161,7 +168,7 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	if err != nil {
 		return nil, nil, err
 	}
-	options := []func(*pgxpool.Config){func(c *pgxpool.Config) { c.MaxConns = 1 }}
+	options := []func(*pgxpool.Config){func(c *pgxpool.Config) { c.MaxConns = 1 }, postgres.WithQueryExecMode(s.queryExecMode)}
 	if creds != nil { // a rotated password reaches new connections
 		options = append(options, postgres.WithCredentials(creds))
 	}

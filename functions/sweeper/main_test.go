@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/localaws"
@@ -65,6 +66,14 @@ func TestLoadSettings(t *testing.T) {
 	base["AWS_LAMBDA_RUNTIME_API"] = "127.0.0.1:9001"
 	if s, err := loadSettings(env(base)); err != nil || !s.Lambda {
 		t.Errorf("SWEEP_INTERVAL=often in Lambda: %v, %v; want it ignored", s.Lambda, err)
+	}
+	base["DATABASE_QUERY_EXEC_MODE"] = "exec"
+	if s, err := loadSettings(env(base)); err != nil || s.queryExecMode != pgx.QueryExecModeExec {
+		t.Errorf("DATABASE_QUERY_EXEC_MODE=exec: %v, %v", s.queryExecMode, err)
+	}
+	base["DATABASE_QUERY_EXEC_MODE"] = "prepared"
+	if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "DATABASE_QUERY_EXEC_MODE") {
+		t.Errorf("DATABASE_QUERY_EXEC_MODE=prepared: %v; want an error", err)
 	}
 	base["LOG_LEVEL"] = "loud"
 	if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "LOG_LEVEL") {

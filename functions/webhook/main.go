@@ -20,6 +20,7 @@
 // the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret)
 // or WEBHOOK_DATABASE_SECRET_ARN (a login of its own, when set);
 // DATABASE_ROLE (the session role, default jobboard_webhooks);
+// DATABASE_QUERY_EXEC_MODE (as the API's);
 // WEBHOOK_EVENTS_QUEUE_URL (required); WEBHOOK_SEALING_KEY, or on AWS
 // WEBHOOK_SEALING_KEY_SECRET_ARN (required: the key that opens the signing
 // secrets, the API's); WEBHOOK_ALLOW_INSECURE (local development only:
@@ -45,6 +46,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/function"
@@ -91,6 +93,8 @@ type settings struct {
 	backoffBase    time.Duration
 	backoffMax     time.Duration
 	localTimeout   time.Duration
+	// queryExecMode is how statements are sent (DATABASE_QUERY_EXEC_MODE).
+	queryExecMode pgx.QueryExecMode
 }
 
 // loadSettings reads the settings; the error names every variable that is
@@ -111,6 +115,9 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	}
 	if s.role == "" {
 		s.role = postgres.WebhookRole
+	}
+	if s.queryExecMode, err = postgres.ParseQueryExecMode(getenv("DATABASE_QUERY_EXEC_MODE")); err != nil {
+		problems = append(problems, fmt.Errorf("DATABASE_QUERY_EXEC_MODE: %w", err))
 	}
 	if s.allowInsecure, err = function.ParseFlag("WEBHOOK_ALLOW_INSECURE", getenv("WEBHOOK_ALLOW_INSECURE")); err != nil {
 		problems = append(problems, err)
@@ -190,6 +197,7 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	options := []func(*pgxpool.Config){
 		postgres.WorkerSession(lockTimeout, idleInTx),
 		postgres.SessionRole(s.role),
+		postgres.WithQueryExecMode(s.queryExecMode),
 		func(c *pgxpool.Config) {
 			c.MaxConns = poolSize
 			if c.ConnConfig.RuntimeParams["application_name"] == "" {

@@ -22,7 +22,8 @@
 // WORKER_CONCURRENCY (records of a batch handled at once, default 10);
 // LOCAL_INVOCATION_TIMEOUT (local mode only: the deadline of one local
 // invocation, default 30s, the function's Timeout in template.yaml);
-// LOG_LEVEL (debug, info, warn, error; default info). AWS settings come from
+// DATABASE_QUERY_EXEC_MODE (as the API's); LOG_LEVEL (debug, info, warn,
+// error; default info). AWS settings come from
 // the environment (internal/function, internal/awsenv);
 // AWS_ENDPOINT_URL_SESV2 and AWS_ENDPOINT_URL_SQS point the clients at local
 // stand-ins.
@@ -42,6 +43,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/function"
@@ -102,6 +104,7 @@ type settings struct {
 	retention        time.Duration
 	concurrency      int
 	localTimeout     time.Duration
+	queryExecMode    pgx.QueryExecMode
 }
 
 // loadSettings reads the settings; the error names every variable that is
@@ -150,6 +153,9 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		if s.concurrency, err = strconv.Atoi(v); err != nil || s.concurrency < 1 || s.concurrency > 100 {
 			missing = append(missing, fmt.Errorf("WORKER_CONCURRENCY = %q: want a whole number from 1 to 100", v))
 		}
+	}
+	if s.queryExecMode, err = postgres.ParseQueryExecMode(getenv("DATABASE_QUERY_EXEC_MODE")); err != nil {
+		missing = append(missing, fmt.Errorf("DATABASE_QUERY_EXEC_MODE: %w", err))
 	}
 	if v := getenv("LOCAL_INVOCATION_TIMEOUT"); v != "" {
 		if s.localTimeout, err = time.ParseDuration(v); err != nil || s.localTimeout <= 0 {
@@ -212,6 +218,7 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	// the worker's connections. application_name tells its sessions apart.
 	options := []func(*pgxpool.Config){
 		postgres.WorkerSession(lockTimeout, idleInTx),
+		postgres.WithQueryExecMode(s.queryExecMode),
 		func(c *pgxpool.Config) {
 			c.MaxConns = poolSize
 			if c.ConnConfig.RuntimeParams["application_name"] == "" {

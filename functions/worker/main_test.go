@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/worker"
@@ -32,7 +33,7 @@ func TestLoadSettings(t *testing.T) {
 		return m
 	}
 	for k, v := range map[string]string{"LOG_LEVEL": "loud", "RETENTION_DAYS": "14", "WORKER_CONCURRENCY": "0",
-		"VERIFY_EMAIL_URL": "/verify-email", "ACCOUNT_RECOVERY_URL": "ftp://app.example/reset"} {
+		"VERIFY_EMAIL_URL": "/verify-email", "ACCOUNT_RECOVERY_URL": "ftp://app.example/reset", "DATABASE_QUERY_EXEC_MODE": "prepared"} {
 		if _, err := loadSettings(env(with(k, v))); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v; want %s named", k, v, err, k)
 		}
@@ -40,6 +41,12 @@ func TestLoadSettings(t *testing.T) {
 	s, err := loadSettings(env(with("LOG_LEVEL", "debug")))
 	if err != nil || s.LogLevel.String() != "DEBUG" || s.retention != jobboard.DefaultRetention || s.concurrency != worker.DefaultConcurrency {
 		t.Errorf("good settings = %+v, %v", s, err)
+	}
+	if s.queryExecMode != 0 {
+		t.Errorf("DATABASE_QUERY_EXEC_MODE unset: %v, want none (the URL's, else pgx's default)", s.queryExecMode)
+	}
+	if s, err := loadSettings(env(with("DATABASE_QUERY_EXEC_MODE", "exec"))); err != nil || s.queryExecMode != pgx.QueryExecModeExec {
+		t.Errorf("DATABASE_QUERY_EXEC_MODE=exec: %v, %v", s.queryExecMode, err)
 	}
 	s, err = loadSettings(env(with("RETENTION_DAYS", "45")))
 	if err != nil || s.retention != 45*24*time.Hour {

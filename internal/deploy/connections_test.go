@@ -99,7 +99,8 @@ func TestDatabaseConnectionsAreBounded(t *testing.T) {
 		}
 		// One PreTraffic hook per deployment group, each invokes the
 		// migration once; they queue on the advisory lock, each
-		// holding its connection.
+		// holding its connection. SchemaMigration's migration ends
+		// before any alias moves, so before any hook runs.
 		migrations := len(c.ofType("AWS::CodeDeploy::DeploymentGroup"))
 		others := workers*workerPoolSize + sweeps*sweeperPoolSize + webhooks*webhookPoolSize + migrations*migratePoolSize
 

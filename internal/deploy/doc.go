@@ -8,7 +8,8 @@
 // passes as JOBBOARD_PYTHON): the template as aws-sam-translator translates
 // it, for every parameter set (the template's defaults and each
 // samconfig.toml environment), and a deploy rehearsal of that translation
-// in moto's CloudFormation:
+// in moto's CloudFormation, whose custom resource (SchemaMigration) runs
+// the migration function under aws-lambda-rie against an empty database:
 //
 //   - translation_test.go: no dependency cycle (references in UpdatePolicy
 //     counted; cfn-lint refuses the cycle too), CORS an object, each
@@ -22,7 +23,14 @@
 //     invocation settings;
 //   - connections_test.go: the connection arithmetic of every parameter set
 //     against the database's share, and the API's timeouts;
-//   - loglevel_test.go: a metric line survives every allowed LogLevel.
+//   - loglevel_test.go: a metric line survives every allowed LogLevel;
+//   - schemamigration_test.go: the custom resource SchemaMigration: in the
+//     translation, the API, the worker and the sweeper wait for it, and a
+//     deploy that changes only a migration updates it; in the rehearsal,
+//     moto's Create reaches the migration function and only its answer
+//     completes the stack; and under aws-lambda-rie, with a local server in
+//     place of the pre-signed answer URL, Create and Update migrate, a
+//     failing migration answers FAILED, Delete changes nothing.
 //
 // The rest reads the YAML itself, where it says what the translation
 // cannot (that a value is a parameter, SAM's own properties, comments and

@@ -366,11 +366,10 @@ func TestQueuesRefuseInsecureTransport(t *testing.T) {
 func TestSweeperDropsFailedAsyncInvocations(t *testing.T) {
 	t.Parallel()
 	c := translation(t, "defaults")
-	configs := c.ofType("AWS::Lambda::EventInvokeConfig")
-	if len(configs) != 1 {
+	if configs := c.ofType("AWS::Lambda::EventInvokeConfig"); !slices.Contains(configs, "SweeperFunctionEventInvokeConfig") {
 		t.Fatalf("EventInvokeConfig resources %v; want the sweeper's", configs)
 	}
-	p := c.eval(t, c.resource(t, configs[0]).Properties).(map[string]any)
+	p := c.eval(t, c.resource(t, "SweeperFunctionEventInvokeConfig").Properties).(map[string]any)
 	if p["FunctionName"] != refPlaceholder("SweeperFunction") || p["Qualifier"] != "live" ||
 		p["MaximumRetryAttempts"] != 0.0 || p["MaximumEventAgeInSeconds"] != 60.0 {
 		t.Errorf("EventInvokeConfig %v; want the sweeper's alias, no retries, at most 60 s", p)

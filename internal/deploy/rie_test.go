@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,12 +60,16 @@ func rieBinary(t testing.TB) string {
 	return ""
 }
 
-// buildBootstraps compiles every function of the template for this machine,
-// with the flags of the Makefile's Lambda builds but for the host's GOOS and
-// GOARCH, and returns the binary of each function by logical id.
-func buildBootstraps(t testing.TB, tpl *samTemplate) map[string]string {
+// buildBootstraps compiles every function of the template (or only those
+// named) for this machine, with the flags of the Makefile's Lambda builds
+// but for the host's GOOS and GOARCH, and returns the binary of each
+// function by logical id.
+func buildBootstraps(t testing.TB, tpl *samTemplate, only ...string) map[string]string {
 	t.Helper()
 	dirs := functionDirs(t, tpl)
+	if len(only) > 0 {
+		maps.DeleteFunc(dirs, func(name, _ string) bool { return !slices.Contains(only, name) })
+	}
 	out := t.TempDir()
 	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out + string(filepath.Separator)}
 	for _, dir := range dirs {
@@ -111,9 +117,30 @@ func (b *syncBuffer) String() string {
 }
 
 // startEmulator starts rie with bootstrap and env (and nothing else of this
-// process's environment but PATH and HOME), on its own ports. It is stopped
-// when t ends; its output is logged if t failed.
+// process's environment but PATH and HOME), on its own ports, and returns
+// once it listens. It is stopped when t ends; its output is logged if t
+// failed.
+//
+// A port found free may be taken by another process before rie binds it
+// (the machine runs many tests at once, and every outgoing connection
+// takes an ephemeral port too): rie then exits with "address already in
+// use", and it is started again on other ports, up to 5 times.
 func startEmulator(t testing.TB, rie, name, bootstrap string, env map[string]string) *emulator {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		e := launchEmulator(t, rie, name, bootstrap, env)
+		err := e.waitListening(60 * time.Second)
+		if err == nil {
+			return e
+		}
+		if !strings.Contains(e.output.String(), "address already in use") || attempt == 5 {
+			t.Fatalf("%s: %v:\n%s", name, err, e.output.String())
+		}
+	}
+}
+
+// launchEmulator starts rie on two free ports.
+func launchEmulator(t testing.TB, rie, name, bootstrap string, env map[string]string) *emulator {
 	t.Helper()
 	// Two different ports: an emulator told to serve its two APIs on one
 	// port fails to start.
@@ -144,6 +171,62 @@ func startEmulator(t testing.TB, rie, name, bootstrap string, env map[string]str
 		}
 	})
 	return e
+}
+
+// waitListening polls until the emulator listens at its invoke address,
+// it exits, or timeout passes.
+func (e *emulator) waitListening(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	retry := time.NewTicker(5 * time.Millisecond)
+	defer retry.Stop()
+	for {
+		if conn, err := new(net.Dialer).DialContext(ctx, "tcp", e.invokeAt); err == nil {
+			_ = conn.Close()
+			// What answered may be another process that took the port.
+			if mine, known := listensAt(e.cmd.Process.Pid, e.invokeAt); mine || !known {
+				return nil
+			}
+		}
+		select {
+		case <-e.exited:
+			return errors.New("the emulator exited before it listened")
+		case <-ctx.Done():
+			return fmt.Errorf("the emulator does not listen at %s: %w", e.invokeAt, ctx.Err())
+		case <-retry.C:
+		}
+	}
+}
+
+// listensAt reports whether process pid holds the listening TCP socket at
+// addr (127.0.0.1:port), from Linux's /proc; known is false where there is
+// no /proc to read.
+func listensAt(pid int, addr string) (mine, known bool) {
+	table, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false, false
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	local := fmt.Sprintf("0100007F:%04X", p) // 127.0.0.1, as the kernel writes it
+	var inode string
+	for _, line := range strings.Split(string(table), "\n") {
+		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+		f := strings.Fields(line)
+		if len(f) > 9 && f[1] == local && f[3] == "0A" { // 0A: LISTEN
+			inode = f[9]
+		}
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil || inode == "" {
+		return false, err == nil
+	}
+	for _, fd := range fds {
+		if link, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); link == "socket:["+inode+"]" {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 // invoke sends payload to the function and returns its result. Until the
@@ -290,6 +373,7 @@ func TestFunctionsUnderTheLambdaEmulator(t *testing.T) {
 	bins := buildBootstraps(t, tpl)
 	t.Run("sample events", func(t *testing.T) { testSampleEvents(t, rie, bins) })
 	t.Run("deploy hook", func(t *testing.T) { testDeployHook(t, rie, bins) })
+	t.Run("schema migration", func(t *testing.T) { testSchemaMigration(t, rie, bins) })
 }
 
 // testSampleEvents: each sample event of events/ gets the right answer: the

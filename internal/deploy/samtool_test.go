@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
 // The tests of what AWS deploys read the template through AWS's own tools,
@@ -346,6 +348,43 @@ type rehearsalReport struct {
 	Outputs      map[string]string            `json:"outputs"`
 	Functions    map[string]rehearsedFunction `json:"functions"`
 	Roles        map[string]rehearsedRole     `json:"roles"`
+	// The stack's status when it was created but for its custom
+	// resources, and what became of each of those.
+	StatusBeforeCustomResources string                    `json:"status_before_custom_resources"`
+	CustomResources             []rehearsedCustomResource `json:"custom_resources"`
+	// The schema version of the database the migration function ran
+	// against (read by rehearsal after the run).
+	SchemaVersionInDatabase int32 `json:"-"`
+}
+
+// rehearsedCustomResource is a custom resource's request as moto's
+// CloudFormation made it, the function it went to (its logical id), what
+// the function answered the invocation, and the answers moto received at
+// the request's ResponseURL.
+type rehearsedCustomResource struct {
+	LogicalResourceID string `json:"LogicalResourceId"`
+	ResourceType      string
+	Function          string
+	Request           struct {
+		RequestType        string
+		ServiceToken       string
+		ResourceType       string
+		LogicalResourceID  string `json:"LogicalResourceId"`
+		StackID            string `json:"StackId"`
+		ResourceProperties map[string]any
+	}
+	Result  any
+	Answers []struct {
+		Method, ContentType string
+		Bytes               int
+		Body                struct {
+			Status, Reason     string
+			PhysicalResourceID string `json:"PhysicalResourceId"`
+			StackID            string `json:"StackId"`
+			LogicalResourceID  string `json:"LogicalResourceId"`
+			Data               map[string]any
+		}
+	}
 }
 
 type rehearsedFunction struct {
@@ -365,15 +404,54 @@ type policyDocument struct {
 	Statement []map[string]any `json:"Statement"`
 }
 
+// rehearsals holds each rehearsal, made once per test process.
+var rehearsals sync.Map // set and params → *rehearsed
+
+type rehearsed struct {
+	once   sync.Once
+	report rehearsalReport
+	err    error
+}
+
 // rehearsal creates set's translated stack in moto, with params
-// ("Key=Value") on top of the set's values, once per test process.
+// ("Key=Value") on top of the set's values, once per test process (the
+// first caller's t holds what it runs on). The stack's custom
+// resource invokes the migration function: it runs under the Lambda
+// emulator, against an empty database of its own.
 func rehearsal(t testing.TB, set string, params ...string) *rehearsalReport {
 	t.Helper()
-	args := []string{"rehearse", set}
+	v, _ := rehearsals.LoadOrStore(strings.Join(append([]string{set}, params...), "\x00"), &rehearsed{})
+	r := v.(*rehearsed)
+	r.once.Do(func() {
+		// Stays if rehearse stops t (a failed build or start).
+		r.err = fmt.Errorf("the rehearsal of %s did not finish: see the test that ran it", set)
+		r.err = rehearse(t, set, params, &r.report)
+	})
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	report := r.report
+	return &report
+}
+
+func rehearse(t testing.TB, set string, params []string, report *rehearsalReport) error {
+	bins := buildBootstraps(t, loadTemplate(t), "MigrateFunction")
+	db := pgtest.NewEmptyURL(t)
+	migrate := startEmulator(t, rieBinary(t), "MigrateFunction", bins["MigrateFunction"], map[string]string{
+		"DATABASE_URL": db, "LOG_LEVEL": "INFO", "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_LAMBDA_FUNCTION_TIMEOUT": "120",
+	})
+	args := []string{"rehearse", set, "--invoke", "MigrateFunction=http://" + migrate.invokeAt}
 	for _, p := range params {
 		args = append(args, "--param", p)
 	}
-	var r rehearsalReport
-	cachedSamtool(t, &r, args...)
-	return &r
+	out, err := runSamtool(args...)
+	if err != nil {
+		return fmt.Errorf("%w\nthe migration function's output:\n%s", err, migrate.output.String())
+	}
+	if err := json.Unmarshal(out, report); err != nil {
+		return fmt.Errorf("samtool rehearse %s: decode: %w", set, err)
+	}
+	report.SchemaVersionInDatabase = pgtest.SchemaVersion(t, db)
+	return nil
 }

@@ -7,9 +7,18 @@
 // deploy and CloudFormation rolls the stack back: no request ever reaches
 // the new version.
 //
-// The same binary runs in a stack's first deploy, which runs no hooks,
-// when invoked by hand with an event without a deployment id: it then
-// answers with its result, and fails the invocation when a step failed.
+// Its migration is a second line: the custom resource SchemaMigration
+// (internal/schemamigration) has migrated before any alias moves, so the
+// hook's finds nothing to do, at the cost of one short invocation. It stays
+// because it costs so little and guards what the custom resource cannot
+// see: CloudFormation sends SchemaMigration an Update only when its
+// properties change, so a database put back to an older schema under the
+// same secret (restored from a snapshot) is brought forward here, before
+// the smoke test, by the next deploy that shifts traffic.
+//
+// Invoked by hand with an event without a deployment id, it migrates and
+// smoke-tests the same way and answers with its result, failing the
+// invocation when a step failed: the runbook's check of a running stack.
 package deployhook
 
 import (

@@ -215,7 +215,7 @@ func TestUnreportedOutcomeFailsTheInvocation(t *testing.T) {
 	}
 }
 
-// Invoked by hand (a stack's first deploy), the hook reports nothing and
+// Invoked by hand (the runbook's check), the hook reports nothing and
 // fails the invocation when a step failed.
 func TestInvokedByHand(t *testing.T) {
 	t.Parallel()

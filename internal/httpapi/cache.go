@@ -147,9 +147,9 @@ func noneMatch(h http.Header, tag string) bool {
 // listingNotModified answers 304 for a job search whose If-None-Match
 // names the tag of the current listing version: one single-row read
 // instead of the search. It reports whether it answered. Without
-// If-None-Match it reads nothing: the search itself brings the version its
-// page was read at (jobboard.JobListing), so a page is never older than
-// its tag, and a plain search costs one round trip.
+// If-None-Match it reads nothing: the search itself brings the version,
+// read with its page or just before it (jobboard.JobListing), so a page is
+// never older than its tag, and a plain search costs one round trip.
 func (s *server) listingNotModified(w http.ResponseWriter, r *http.Request, actor *jobboard.Actor) (bool, error) {
 	if len(r.Header.Values("If-None-Match")) == 0 {
 		return false, nil

@@ -18,16 +18,14 @@ const requestIDHeader = "X-Request-Id"
 
 type ctxKey int
 
-const (
-	loggerKey ctxKey = iota
-	requestIDKey
-)
+const requestIDKey ctxKey = 0
 
-// loggerFrom returns the request's logger (one that adds request_id to every
-// line), or fallback outside a request.
+// loggerFrom returns fallback adding the request's id to every line, or
+// fallback itself outside a request. It is made when a handler logs, not
+// for every request: most log nothing but their access line.
 func loggerFrom(ctx context.Context, fallback *slog.Logger) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
-		return l
+	if id := requestIDFrom(ctx); id != "" {
+		return fallback.With(slog.String("request_id", id))
 	}
 	return fallback
 }
@@ -51,16 +49,14 @@ func (s *server) requestIDOf(r *http.Request) string {
 	return hex.EncodeToString(b[:])
 }
 
-// observe is the outermost middleware: it assigns the request id, puts a
-// logger carrying it into the context, recovers panics and writes one access
-// log line per request.
+// observe is the outermost middleware: it assigns the request id, puts it
+// into the context (for loggerFrom and problems), recovers panics and
+// writes one access log line per request.
 func (s *server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := s.requestIDOf(r)
-		log := s.log.With(slog.String("request_id", id))
-		ctx := context.WithValue(r.Context(), loggerKey, log)
-		ctx = context.WithValue(ctx, requestIDKey, id)
+		ctx := context.WithValue(r.Context(), requestIDKey, id)
 		r = r.WithContext(ctx)
 		w.Header().Set(requestIDHeader, id)
 		rec := &statusRecorder{ResponseWriter: w}
@@ -70,7 +66,7 @@ func (s *server) observe(next http.Handler) http.Handler {
 				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v) // net/http's way to abort a response; it handles it
 				}
-				log.ErrorContext(ctx, "panic in handler", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+				loggerFrom(ctx, s.log).ErrorContext(ctx, "panic in handler", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 				if !rec.wroteHeader {
 					p, _ := problemFor(errPanic)
 					s.writeProblem(rec, r, p, errPanic)
@@ -87,7 +83,8 @@ func (s *server) observe(next http.Handler) http.Handler {
 			case rec.status >= 500:
 				level = slog.LevelError
 			}
-			log.LogAttrs(ctx, level, "request",
+			s.log.LogAttrs(ctx, level, "request",
+				slog.String("request_id", id),
 				slog.String("method", r.Method),
 				slog.String("pattern", pattern),
 				slog.Int("status", rec.status),

@@ -2,6 +2,7 @@ package jobboard_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
@@ -91,20 +92,39 @@ func TestValidation(t *testing.T) {
 	}
 }
 
-func TestJobPatchApply(t *testing.T) {
-	job := jobboard.Job{Title: "Old", Description: "D", EmploymentType: "contract", Status: "open",
-		Salary: &jobboard.Salary{Min: 1, Max: 2, Currency: "USD"}}
-	closed := jobboard.JobClosed
-	title := "  New  "
-	got, err := jobboard.JobPatch{Title: &title, Status: &closed, SetSalary: true}.Apply(job)
-	if err != nil {
-		t.Fatal(err)
+func TestJobPatchValidate(t *testing.T) {
+	closed, bad := jobboard.JobClosed, jobboard.JobStatus("paused")
+	title, empty, long := "  New  ", "  ", strings.Repeat("x", jobboard.MaxTitleLen+1)
+	p := jobboard.JobPatch{Title: &title, Status: &closed, SetSalary: true, Salary: &jobboard.Salary{Min: 1, Max: 2, Currency: " usd "}}
+	p.Normalize()
+	if err := p.Validate(); err != nil || *p.Title != "New" || p.Salary.Currency != "USD" {
+		t.Errorf("normalized patch %+v: %v", p, err)
 	}
-	if got.Title != "New" || got.Status != "closed" || got.Salary != nil {
-		t.Errorf("Apply = %+v, want title New, closed, no salary", got)
+	// Fields the patch leaves alone are not judged: they keep valid values.
+	if err := (jobboard.JobPatch{}).Validate(); err != nil {
+		t.Errorf("empty patch: %v", err)
 	}
-	bad := jobboard.JobStatus("paused")
-	if _, err := (jobboard.JobPatch{Status: &bad}).Apply(job); err == nil {
-		t.Error("Apply(status paused) = nil error")
+	for _, c := range []struct {
+		patch jobboard.JobPatch
+		field string
+	}{
+		{jobboard.JobPatch{Status: &bad}, "status"},
+		{jobboard.JobPatch{Title: &empty}, "title"},
+		{jobboard.JobPatch{Title: &long}, "title"},
+		{jobboard.JobPatch{Description: ptrTo("")}, "description"},
+		{jobboard.JobPatch{EmploymentType: ptrTo(jobboard.EmploymentType("gig"))}, "employment_type"},
+		{jobboard.JobPatch{SetSalary: true, Salary: &jobboard.Salary{Min: 2, Max: 1, Currency: "EUR"}}, "salary.max"},
+	} {
+		c.patch.Normalize()
+		var ve *jobboard.ValidationError
+		if err := c.patch.Validate(); !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != c.field {
+			t.Errorf("%+v: %v, want an error on %s", c.patch, err, c.field)
+		}
+	}
+	// Removing the salary is valid.
+	if err := (jobboard.JobPatch{SetSalary: true}).Validate(); err != nil {
+		t.Errorf("salary removed: %v", err)
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -39,6 +39,10 @@ var allowedInternal = map[string][]string{
 	"internal/postgres/schema": {},
 	// The deploy's PreTraffic hook: migrate, smoke-test, report.
 	"internal/deployhook": {},
+	// The migration function's answers to CloudFormation, which say what
+	// schema.Apply did.
+	"internal/schemamigration":         {"internal/postgres/schema"},
+	"internal/schemamigration/cfntest": {},
 }
 
 // The domain imports only the standard library, and no adapter imports

@@ -137,40 +137,49 @@ type JobPatch struct {
 	Status         *JobStatus
 }
 
-// Apply returns job with the patch applied, and a *ValidationError when the
-// result is invalid.
-func (p JobPatch) Apply(job Job) (Job, error) {
+// Normalize trims the white space around the title and the location and
+// upper-cases the salary's currency, as NewJob.Normalize does.
+func (p *JobPatch) Normalize() {
+	trim := func(s *string) *string {
+		if s == nil {
+			return nil
+		}
+		t := strings.TrimSpace(*s)
+		return &t
+	}
+	p.Title, p.Location = trim(p.Title), trim(p.Location)
+	if p.Salary != nil {
+		s := *p.Salary
+		s.Currency = strings.ToUpper(strings.TrimSpace(s.Currency))
+		p.Salary = &s
+	}
+}
+
+// Validate returns a *ValidationError naming every field that the patch
+// sets to a value that a job may not have (as NewJob.Validate judges
+// them, and the status). The fields it leaves alone keep values that were
+// valid when they were written, so a valid patch makes a valid job.
+func (p JobPatch) Validate() error {
+	probs := problems{}
 	if p.Title != nil {
-		job.Title = strings.TrimSpace(*p.Title)
+		requiredText(probs, "title", *p.Title, MaxTitleLen)
 	}
 	if p.Description != nil {
-		job.Description = *p.Description
+		requiredText(probs, "description", *p.Description, MaxDescriptionLen)
 	}
-	if p.Location != nil {
-		job.Location = strings.TrimSpace(*p.Location)
+	if p.Location != nil && utf8.RuneCountInString(*p.Location) > MaxLocationLen {
+		probs.add("location", "must be at most %d characters", MaxLocationLen)
 	}
-	if p.Remote != nil {
-		job.Remote = *p.Remote
-	}
-	if p.EmploymentType != nil {
-		job.EmploymentType = *p.EmploymentType
+	if p.EmploymentType != nil && !p.EmploymentType.Valid() {
+		probs.add("employment_type", "must be one of %v", EmploymentTypes)
 	}
 	if p.SetSalary {
-		job.Salary = p.Salary
-		if job.Salary != nil {
-			job.Salary.Currency = strings.ToUpper(strings.TrimSpace(job.Salary.Currency))
-		}
+		validateSalary(probs, p.Salary)
 	}
-	if p.Status != nil {
-		job.Status = *p.Status
-	}
-	nj := NewJob{Title: job.Title, Description: job.Description, Location: job.Location,
-		Remote: job.Remote, EmploymentType: job.EmploymentType, Salary: job.Salary}
-	probs := nj.problems()
-	if !job.Status.Valid() {
+	if p.Status != nil && !p.Status.Valid() {
 		probs.add("status", "must be %q or %q", JobOpen, JobClosed)
 	}
-	return job, probs.err()
+	return probs.err()
 }
 
 // Page limits.
@@ -206,7 +215,8 @@ type Page[T any] struct {
 }
 
 // JobListing is a page of a job search and the job listing version (see
-// JobStore.JobListingVersion) of the snapshot it was read in.
+// JobStore.JobListingVersion) read with the page or just before it: the
+// page is never older than the version.
 type JobListing struct {
 	Page[Job]
 	Version int64

@@ -246,8 +246,10 @@ const changeStatusHistorySQL = `
 INSERT INTO application_status_history (application_id, old_status, new_status, changed_by, changed_at, event_id)
 VALUES ($1, $2, $3, $4, $5, $6)`
 
+// changeStatusOutboxSQL writes the event; its payload ($3) is JSON text
+// (see storeAnswerSQL).
 const changeStatusOutboxSQL = `
-INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($1, $2, $3, $4)`
+INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($1, $2, $3::jsonb, $4)`
 
 // ChangeStatus moves an application to a new status. In one transaction it
 // locks the application, checks the actor may see it and which party it is
@@ -310,7 +312,7 @@ func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, 
 		}
 		// The outbox row, and the webhook events of the change for the
 		// endpoints that want them (webhook_emit.go), in one statement.
-		err = tx.QueryRow(ctx, changeStatusEmittingSQL, ev.EventID, ev.Type, payload, ev.OccurredAt,
+		err = tx.QueryRow(ctx, changeStatusEmittingSQL, ev.EventID, ev.Type, string(payload), ev.OccurredAt,
 			app.ID, app.CandidateID, app.JobID, old, app.Status, statusWebhookTypes(app.Status)).Scan(&emitted)
 		if err != nil {
 			return fmt.Errorf("insert outbox: %w", err)

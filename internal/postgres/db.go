@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,9 +23,10 @@ type DB struct {
 	// check one by one (see searchStretch), so that tests reach the text
 	// index part on a few jobs.
 	searchWalk int
-	// searchTrace, when set, is told every statement SearchJobs runs, so
-	// that tests can explain them.
-	searchTrace func(sql string, args []any)
+	// searchTrace, when set, is told every statement SearchJobs runs that
+	// reads jobs, and whether it runs in the pool's mode (fixedPlan, see
+	// searchPageSQL), so that tests can explain them.
+	searchTrace func(sql string, args []any, fixedPlan bool)
 }
 
 // Open connects a pool to the database at url. Options adjust the pool
@@ -57,6 +59,53 @@ func WithStatementTimeout(d time.Duration) func(*pgxpool.Config) {
 	return func(c *pgxpool.Config) {
 		if d > 0 {
 			c.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+		}
+	}
+}
+
+// queryExecModes are pgx's query exec modes by the names its connection
+// strings give them (default_query_exec_mode).
+var queryExecModes = []struct {
+	name string
+	mode pgx.QueryExecMode
+}{
+	{"cache_statement", pgx.QueryExecModeCacheStatement},
+	{"cache_describe", pgx.QueryExecModeCacheDescribe},
+	{"describe_exec", pgx.QueryExecModeDescribeExec},
+	{"exec", pgx.QueryExecModeExec},
+	{"simple_protocol", pgx.QueryExecModeSimpleProtocol},
+}
+
+// ParseQueryExecMode returns the pgx query exec mode that name names
+// (cache_statement, cache_describe, describe_exec, exec or simple_protocol,
+// pgx's own names), or zero when name is empty: then WithQueryExecMode
+// leaves the pool the mode of its URL, else pgx's default, cache_statement
+// (named prepared statements, cached per connection). Errors: a name that
+// is not a mode.
+func ParseQueryExecMode(name string) (pgx.QueryExecMode, error) {
+	if name == "" {
+		return 0, nil
+	}
+	names := make([]string, len(queryExecModes))
+	for i, m := range queryExecModes {
+		if name == m.name {
+			return m.mode, nil
+		}
+		names[i] = m.name
+	}
+	return 0, fmt.Errorf("unknown query exec mode %q: want one of %s", name, strings.Join(names, ", "))
+}
+
+// WithQueryExecMode makes m the way the pool's connections send
+// statements. Behind a connection proxy that multiplexes connections, such
+// as RDS Proxy, a named prepared statement is session state that ties the
+// client's connection to one server connection (pins it); every mode but
+// cache_statement sends none (see docs/performance.md). Zero leaves the
+// mode of the URL (default_query_exec_mode), else pgx's default.
+func WithQueryExecMode(m pgx.QueryExecMode) func(*pgxpool.Config) {
+	return func(c *pgxpool.Config) {
+		if m != 0 {
+			c.ConnConfig.DefaultQueryExecMode = m
 		}
 	}
 }

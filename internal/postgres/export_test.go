@@ -11,9 +11,10 @@ import (
 // restores the default).
 func SetSearchWalk(db *DB, rows int) { db.searchWalk = rows }
 
-// TraceSearch makes db's SearchJobs tell fn every statement it runs, with
-// its arguments (nil stops it).
-func TraceSearch(db *DB, fn func(sql string, args []any)) { db.searchTrace = fn }
+// TraceSearch makes db's SearchJobs tell fn every statement it runs that
+// reads jobs, with its arguments and whether the pool's mode may prepare it
+// (nil stops it).
+func TraceSearch(db *DB, fn func(sql string, args []any, fixedPlan bool)) { db.searchTrace = fn }
 
 // SearchStretch is the default stretch of a text search for query: perRow
 // ids or jobs per row, for rows rows.
@@ -28,6 +29,16 @@ const (
 	SearchWindowPerRow = searchWindowPerRow
 	SearchWalkPerRow   = searchWalkPerRow
 )
+
+// QueryExecModeNames are the names of pgx's query exec modes that
+// ParseQueryExecMode knows.
+func QueryExecModeNames() []string {
+	names := make([]string, len(queryExecModes))
+	for i, m := range queryExecModes {
+		names[i] = m.name
+	}
+	return names
+}
 
 // Pool is db's own pool, for the tests of what Open configures on it (the
 // credentials of each new connection); other tests use pgtest's raw pool.

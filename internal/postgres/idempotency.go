@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -123,9 +124,12 @@ func (w *idempotentWrite) begin(ctx context.Context) (pgx.Tx, error) {
 
 // storeAnswerSQL inserts the answer, or replaces one whose key has expired
 // but is not yet swept. A live answer is never replaced: no row comes back.
+// The header ($5) is JSON text: in the query exec modes that do not ask the
+// server for the parameters' types (exec, simple_protocol), pgx cannot
+// tell which type a map is for.
 const storeAnswerSQL = `
 INSERT INTO idempotency_keys AS k (scope, key, fingerprint, status, header, body)
-VALUES ($1, $2, $3, $4, $5, $6)
+VALUES ($1, $2, $3, $4, $5::jsonb, $6)
 ON CONFLICT (scope, key) DO UPDATE
 SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, header = EXCLUDED.header,
 	body = EXCLUDED.body, created_at = EXCLUDED.created_at
@@ -148,11 +152,15 @@ func (w *idempotentWrite) Commit(ctx context.Context, a jobboard.StoredResponse)
 	if header == nil {
 		header = map[string]string{}
 	}
+	headerJSON, err := json.Marshal(header)
+	if err != nil {
+		return fmt.Errorf("store answer of idempotency key: %w", err)
+	}
 	body := a.Body
 	if body == nil {
 		body = []byte{} // an answer without a body (202) is stored as an empty one
 	}
-	tag, err := tx.Exec(ctx, storeAnswerSQL, w.req.Scope, w.req.Key, w.req.Fingerprint, a.Status, header, body, ttlSeconds)
+	tag, err := tx.Exec(ctx, storeAnswerSQL, w.req.Scope, w.req.Key, w.req.Fingerprint, a.Status, string(headerJSON), body, ttlSeconds)
 	if err != nil {
 		return fmt.Errorf("store answer of idempotency key: %w", err)
 	}

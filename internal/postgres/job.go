@@ -98,11 +98,27 @@ WHERE j.id = $1
        OR EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2)
           AND ` + liveSession("$2", "$3") + `)`
 
+// openJobSQL returns an open job: what an anonymous caller may see. It is
+// a statement of its own rather than jobSQL with a NULL actor: for a NULL,
+// PostgreSQL's plan for the values drops the membership, so it stays
+// cheaper than the generic plan, and the prepared jobSQL is planned again
+// on every read instead of running its generic plan (0 generic plans in 20
+// reads while company_members, a small table that autovacuum may never
+// analyze, had no statistics).
+const openJobSQL = `
+SELECT ` + jobColumns + `
+FROM jobs j
+WHERE j.id = $1 AND j.status = 'open'`
+
 // Job returns an open job, or a closed one to a member of its company. actor
 // may be nil; a session that has ended is answered as to anyone. Errors:
 // jobboard.ErrNotFound.
 func (db *DB) Job(ctx context.Context, actor *jobboard.Actor, id int64) (jobboard.Job, error) {
-	rows, _ := db.pool.Query(ctx, jobSQL, id, actorID(actor), sessionOf(actor))
+	sql, args := jobSQL, []any{id, actorID(actor), sessionOf(actor)}
+	if actor == nil {
+		sql, args = openJobSQL, args[:1]
+	}
+	rows, _ := db.pool.Query(ctx, sql, args...)
 	j, err := pgx.CollectExactlyOneRow(rows, scanJob)
 	if err != nil {
 		return jobboard.Job{}, fmt.Errorf("job %d: %w", id, notFound(timeout(ctx, err)))
@@ -110,58 +126,80 @@ func (db *DB) Job(ctx context.Context, actor *jobboard.Actor, id int64) (jobboar
 	return j, nil
 }
 
-var jobForUpdateSQL = `
-SELECT ` + jobColumns + `
-FROM jobs j
-WHERE j.id = $1
-  AND EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2)
-  AND ` + liveSession("$2", "$3") + `
-FOR UPDATE OF j`
-
-// updateJobSQL moves updated_at strictly forward, even for two updates in
-// one microsecond or under a clock step back: it is the job's entity tag.
-const updateJobSQL = `
+// updateJobSetSQL is the UPDATE and SET of a patch: each field the patch
+// sets ($3 to $12; NULL or $8 false: not set) replaces the one stored, the
+// others stay, read under the row lock that the update takes, so
+// concurrent patches do not overwrite each other's fields. It moves
+// updated_at strictly forward, even for two updates in one microsecond or
+// under a clock step back: it is the job's entity tag.
+const updateJobSetSQL = `
 UPDATE jobs AS j
-SET title = $2, description = $3, location = $4, remote = $5, employment_type = $6,
-	salary_min = $7, salary_max = $8, salary_currency = $9, status = $10,
-	updated_at = greatest(now(), j.updated_at + interval '1 microsecond')
-WHERE j.id = $1
+SET title = coalesce($3, j.title), description = coalesce($4, j.description),
+	location = coalesce($5, j.location), remote = coalesce($6, j.remote),
+	employment_type = coalesce($7, j.employment_type),
+	salary_min = CASE WHEN $8 THEN $9 ELSE j.salary_min END,
+	salary_max = CASE WHEN $8 THEN $10 ELSE j.salary_max END,
+	salary_currency = CASE WHEN $8 THEN $11 ELSE j.salary_currency END,
+	status = coalesce($12, j.status),
+	updated_at = greatest(now(), j.updated_at + interval '1 microsecond')`
+
+// jobMemberSessionSQL is the condition that actor $2, with a live session
+// ($13), is a member of job j's company.
+var jobMemberSessionSQL = `EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2)
+  AND ` + liveSession("$2", "$13")
+
+// updateJobSQL applies a patch (updateJobSetSQL) to a job of a company the
+// actor ($2) is a member of, with a live session ($13), in one statement.
+// A patch that closes the job runs updateJobClosingSQL instead
+// (webhook_emit.go).
+var updateJobSQL = updateJobSetSQL + `
+WHERE j.id = $1 AND ` + jobMemberSessionSQL + `
 RETURNING ` + jobColumns
 
-// UpdateJob applies a patch to a job of a company the actor is a member of,
-// holding the row lock from read to write so concurrent patches do not
-// overwrite each other's fields. Errors: jobboard.ErrNotFound, and a
-// *jobboard.ValidationError when the patched job is invalid (nothing is
-// written then), jobboard.ErrSessionRevoked.
+// UpdateJob applies a patch to a job of a company the actor is a member
+// of, in one statement, as an autocommit statement or in the keyed write
+// of ctx. The patch is judged before: the fields it leaves keep valid
+// values (see jobboard.JobPatch.Validate). Errors: a
+// *jobboard.ValidationError when the patch is invalid (nothing is written
+// then), jobboard.ErrNotFound, jobboard.ErrSessionRevoked.
 func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
+	p.Normalize()
+	if err := p.Validate(); err != nil {
+		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, err)
+	}
+	q, err := db.writer(ctx)
+	if err != nil {
+		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, err)
+	}
+	var employmentType, status *string
+	if p.EmploymentType != nil {
+		employmentType = (*string)(p.EmploymentType)
+	}
+	if p.Status != nil {
+		status = (*string)(p.Status)
+	}
+	lo, hi, currency := salaryArgs(p.Salary)
+	args := []any{id, actor.UserID, p.Title, p.Description, p.Location, p.Remote,
+		employmentType, p.SetSalary, lo, hi, currency, status, actor.PasswordChangedAt}
 	var (
 		updated jobboard.Job
 		emitted []string
 	)
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, jobForUpdateSQL, id, actor.UserID, actor.PasswordChangedAt)
-		current, err := pgx.CollectExactlyOneRow(rows, scanJob)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return refusal(ctx, tx, actor, jobboard.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		next, err := p.Apply(current)
-		if err != nil {
-			return err
-		}
-		lo, hi, currency := salaryArgs(next.Salary)
-		// The update writes the job.closed webhook event too when it closes
-		// the job and an endpoint wants it (webhook_emit.go).
-		closing := current.Status == jobboard.JobOpen && next.Status == jobboard.JobClosed
-		rows, _ = tx.Query(ctx, updateJobEmittingSQL, id, next.Title, next.Description, next.Location,
-			next.Remote, next.EmploymentType, lo, hi, currency, next.Status, closing)
+	if p.Status != nil && *p.Status == jobboard.JobClosed {
+		// Closing an open job writes the job.closed webhook event too,
+		// when an endpoint wants it (webhook_emit.go).
+		var was string
+		rows, _ := q.Query(ctx, updateJobClosingSQL, args...)
 		updated, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (jobboard.Job, error) {
-			return scanJobWith(row, &emitted)
+			return scanJobWith(row, &was, &emitted)
 		})
-		return err
-	})
+	} else {
+		rows, _ := q.Query(ctx, updateJobSQL, args...)
+		updated, err = pgx.CollectExactlyOneRow(rows, scanJob)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = refusal(ctx, q, actor, jobboard.ErrNotFound)
+	}
 	if err == nil {
 		err = noteEmitted(ctx, emitted)
 	}
@@ -187,11 +225,12 @@ const (
 	// where the query alone would be checked against every open job.
 	searchQuery = `j.search @@ websearch_to_tsquery('english', $%[1]d)
   AND querytree(websearch_to_tsquery('english', $%[1]d)) <> 'T'`
-	// searchQueryChecked is searchQuery as a check of each job read, which
-	// no index can answer (IS TRUE is not an indexable form): see
-	// searchWindowSQL.
-	searchQueryChecked = `(j.search @@ websearch_to_tsquery('english', $%[1]d)
-  AND querytree(websearch_to_tsquery('english', $%[1]d)) <> 'T') IS TRUE`
+	// searchQueryHidden is the text condition of searchWindowSQL: a check
+	// of each job read, which no index can answer (IS TRUE is not an
+	// indexable form), with the query hidden from the planner. It does not
+	// refuse a query of only negated words (searchSearchableSQL does, in
+	// searchHeaderSQL): the window bounds what such a query reads.
+	searchQueryHidden = `(j.search @@ (SELECT websearch_to_tsquery('english', $%[1]d))) IS TRUE`
 	// searchQueryUnseen is searchQuery with the query hidden from the
 	// planner (see searchIndexSQL).
 	searchQueryUnseen = `j.search @@ (SELECT websearch_to_tsquery('english', $%[1]d))
@@ -220,32 +259,61 @@ var searchCompany = `j.company_id = $%[1]d AND (j.status = 'open' OR EXISTS (
 		SELECT 1 FROM company_members m WHERE m.company_id = $%[1]d AND m.user_id = $%[2]d)
 	AND ` + liveSession("$%[2]d", "$%[3]d") + `)`
 
-// Every search is one statement, searchPageSQL, and a text search that did
-// not fill its page sometimes a second, searchIndexSQL.
+// A search is one round trip, and a text search that did not fill its
+// page sometimes a second (searchIndexSQL).
 //
-// searchPageSQL answers the page (%[4]s, one of the statements below) and,
-// beside it in the same snapshot, the job listing version (the search's
-// entity tag is made from it, so it costs no round trip of its own),
-// whether the query can be searched at all (%[1]s; only when the page is
-// empty does it matter), whether the page is certainly complete (%[2]s)
-// and below which id a second statement must look (%[3]s). An empty page
-// is one row of NULLs beside those columns. %[5]s is a WITH clause and
-// %[6]s a row joined beside the version (searchWindowLowestSQL), for the
-// statements below that need them.
-const searchPageSQL = `%[5]s
-SELECT v.version, %[1]s AS searchable, %[2]s AS complete, %[3]s::bigint AS below, ` + jobColumns + `
-FROM job_listing_version v%[6]s
-LEFT JOIN LATERAL (%[4]s) j ON true
+// Most searches have no filter besides the words and the cursor. Their
+// statements (searchListingSQL, searchWindowSQL, searchIndexSQL) are
+// written so that no value of their parameters can change their plan: the
+// words are hidden from the planner in a subquery (searchQueryHidden,
+// searchQueryUnseen), the page size is part of the text rather than a
+// parameter, and each leaves the planner one plan (see each). PostgreSQL's
+// generic plan is then the plan it would make for the values, so such a
+// statement runs in the pool's mode: prepared once per connection in
+// pgx's default mode (cache_statement), where PostgreSQL soon keeps its
+// generic plan and stops planning it, and sent unnamed in the modes that
+// a connection proxy needs, where it is planned every time, cheaply. The
+// page goes in one round trip right after searchHeaderSQL, which reads the
+// job listing version (the search's entity tag is made from it) and
+// whether the words can be searched at all; read first, the version is
+// never newer than the page, so a page is never older than its tag.
+//
+// A search with filters (a location, remote, an employment type, a salary,
+// a company) needs a plan made for its values: which index reads the
+// fewest jobs depends on them (a salary that no job reaches is answered by
+// jobs_open_salary_idx, a low one by walking the newest jobs). Its
+// statement is searchPageSQL around searchListingSQL or searchWalkSQL, sent
+// unnamed (QueryExecModeExec) in every mode, so that it is planned with
+// the request's values.
+//
+// searchPageSQL answers the page (%[3]s) and, beside it in the same
+// snapshot, the job listing version, whether the query can be searched at
+// all (%[1]s; only when the page is empty does it matter) and whether the
+// page is certainly complete (%[2]s). An empty page is one row of NULLs
+// beside those columns. %[4]s is a WITH clause, for searchWalkSQL.
+const searchPageSQL = `%[4]s
+SELECT v.version, %[1]s AS searchable, %[2]s AS complete, ` + jobColumns + `
+FROM job_listing_version v
+LEFT JOIN LATERAL (%[3]s) j ON true
 ORDER BY j.id DESC`
 
+// searchHeaderSQL is the job listing version and whether the query can be
+// searched at all (%s: searchSearchableSQL, or true for a search without
+// words), read just before a page of a search without filters. The second
+// is a subquery so that a plan for the values cannot fold it to a constant
+// and look cheaper than the generic plan (which PostgreSQL would then never
+// keep).
+const searchHeaderSQL = `SELECT version, (SELECT %s) FROM job_listing_version`
+
 // searchListingSQL is the page of a search without text: the planner's own
-// plan, which every filter's index keeps bounded.
+// plan, which every filter's index keeps bounded. Without filters that is
+// the walk of jobs_open_id_idx, whatever the cursor.
 const searchListingSQL = `
 SELECT ` + jobColumns + `
 FROM jobs j
 WHERE %s
 ORDER BY j.id DESC
-LIMIT $%d`
+LIMIT %d`
 
 // A text search cannot leave the plan to PostgreSQL alone. The planner
 // walks jobs_open_id_idx newest first, checking each job, whenever it
@@ -266,14 +334,14 @@ LIMIT $%d`
 // Without other filters, the stretch is the newest ids (searchWindowSQL):
 // the planner's own walk of jobs_open_id_idx, with the text checked inside
 // the scan (the fastest walk: 0.45 µs a job), that stops at the window's
-// lowest id (%[2]s, below the cursor or the newest id). The text condition
-// is in a form no index answers (searchQueryChecked), so that the window's
-// id range cannot be read in jobs_search_idx instead (see
-// searchAfterChecked). A window of 150 ids per row of the page fills it for
-// any word in 1 % of the jobs or more, in one statement, as PostgreSQL's
-// own walk did. A query of many words, none joined by "or", skips the
-// window and asks the text index in the first statement (see
-// searchIndexFirst).
+// lowest id (%[2]s: below the cursor, or below the newest id the jobs'
+// sequence gave, searchNewestSQL). The text condition is in a form no index
+// answers (searchQueryHidden), so that the window's id range cannot be read
+// in jobs_search_idx instead (see searchAfterChecked). A window of 150 ids
+// per row of the page fills it for any word in 1 % of the jobs or more, in
+// one statement, as PostgreSQL's own walk did. A query of many words, none
+// joined by "or", skips the window and asks the text index in the first
+// statement (see searchIndexFirst).
 //
 // With filters, their index decides which jobs come next, so the stretch
 // is a number of the newest jobs that meet them (searchWalkSQL): a WITH
@@ -288,7 +356,14 @@ SELECT ` + jobColumns + `
 FROM jobs j
 WHERE %[1]s AND j.id >= %[2]s
 ORDER BY j.id DESC
-LIMIT $%[3]d`
+LIMIT %[3]d`
+	// searchNewestSQL is one more than the newest id, the top of the
+	// first page's window: the last value of the jobs' id sequence, which
+	// is not a read of jobs, so it costs the planner nothing (max(id) would
+	// make it plan a second scan of jobs). An id the sequence gave to a
+	// job not committed, or since deleted, only leaves the window fewer
+	// jobs.
+	searchNewestSQL = `(SELECT last_value + 1 FROM jobs_id_seq)`
 	// searchWalkSQL is the stretch (a WITH clause, so that it is read once)
 	// and the page from it; searchWalkCompleteSQL tells whether fewer jobs
 	// than the stretch meet the filters, so that the walk read them all.
@@ -299,19 +374,11 @@ SELECT ` + jobColumns + `
 FROM walk j
 WHERE %[1]s
 ORDER BY j.id DESC
-LIMIT $%[2]d`
+LIMIT %[2]d`
 	searchWalkCompleteSQL = `(SELECT count(*) < $%d FROM walk)`
 	// searchSearchableSQL tells whether the text index can answer the
 	// query at all.
 	searchSearchableSQL = `querytree(websearch_to_tsquery('english', $%d)) <> 'T'`
-	// searchWindowLowestSQL is the window's lowest id (its top %s, less
-	// the window), as the one row w; 1 or less: the window holds every id.
-	// OFFSET 0 keeps it a row of its own, computed once, rather than an
-	// expression copied into every place that names it.
-	searchWindowLowestSQL = `
-CROSS JOIN (SELECT %s - $%d::bigint AS lowest OFFSET 0) w`
-	// searchNewestSQL is the newest id, the top of the first page's window.
-	searchNewestSQL = `(SELECT coalesce(max(id), 0) + 1 FROM jobs)`
 )
 
 // searchIndexSQL answers the rest of a text search through the text
@@ -336,7 +403,7 @@ SELECT ` + jobColumns + `
 FROM jobs j
 WHERE %[1]s%[2]s
 ORDER BY j.id + 0 DESC
-LIMIT $%[3]d`
+LIMIT %[3]d`
 
 // Stretches of the newest jobs that a text search checks one by one before
 // it asks the text index, per row of the page: searchWindowPerRow ids when
@@ -447,9 +514,10 @@ func pageLimit(limit int) int {
 }
 
 // SearchJobs returns one page of jobs matching f, newest first, and the
-// job listing version (see JobListingVersion) of the snapshot it was read
-// in. Only open jobs are listed, except that a member of the company named
-// by f.CompanyID also sees that company's closed jobs. actor may be nil.
+// job listing version (see JobListingVersion) read before the page or in
+// its snapshot, so that the page is never older than the version. Only
+// open jobs are listed, except that a member of the company named by
+// f.CompanyID also sees that company's closed jobs. actor may be nil.
 //
 // Filters: Query is full-text search over title and description in web
 // search syntax (English stemming); it must have a word that is not negated
@@ -465,69 +533,96 @@ func (db *DB) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.
 	limit := pageLimit(f.Limit)
 	// One row more than the page tells whether another page follows.
 	s := db.search(actor, f, limit+1)
-
-	// QueryExecModeExec sends the statement unnamed, so PostgreSQL plans it
-	// with this request's values every time. A named prepared statement
-	// (pgx's default) may be moved to a generic plan by the plan cache, and a
-	// generic plan cannot know how common the searched words are or how
-	// selective the filters: forced generic at 100k jobs, the first page for
-	// a common word reads all 34k matches through the GIN index and sorts
-	// them (130 ms), where the planned-per-value query walks jobs_open_id_idx
-	// and stops after one page (0.6 ms). Planning each search costs about
-	// 0.2 ms.
-	db.traceSearch(s.page, s.args)
-	rows, _ := db.pool.Query(ctx, s.page, append([]any{pgx.QueryExecModeExec}, s.args...)...)
 	var (
 		listing    jobboard.JobListing
+		found      []jobboard.Job
 		searchable bool
-		complete   bool
-		below      *int64
+		complete   = s.complete
+		err        error
 	)
-	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*jobboard.Job, error) {
-		j, err := scanListedJob(row, &listing.Version, &searchable, &complete, &below)
-		return j, err
-	})
+	db.traceSearch(s.page, s.args, s.fixedPlan)
+	if s.fixedPlan {
+		found, err = db.searchFixed(ctx, s, &listing.Version, &searchable)
+	} else {
+		found, err = db.searchPlanned(ctx, s, &listing.Version, &searchable, &complete)
+	}
 	if err != nil {
 		return jobboard.JobListing{}, fmt.Errorf("search jobs: %w", timeout(ctx, err))
 	}
-	found := make([]jobboard.Job, 0, len(jobs))
-	for _, j := range jobs {
-		if j != nil {
-			found = append(found, *j)
-		}
+	if s.text && !searchable {
+		return jobboard.JobListing{}, fmt.Errorf("search jobs for %q: %w", f.Query, jobboard.ErrUnsearchable)
 	}
 	if s.text && len(found) < limit+1 && !complete {
 		// The stretch did not fill the page: the indexes answer the rest,
 		// below the stretch (or below the last job found in it).
+		below := s.below
 		if len(found) > 0 && (below == nil || found[len(found)-1].ID < *below) {
 			below = &found[len(found)-1].ID
 		}
 		sql, args := db.searchRest(actor, f, below, limit+1-len(found))
-		db.traceSearch(sql, args)
-		rows, _ := db.pool.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+		db.traceSearch(sql, args, s.fixedPlan)
+		if !s.fixedPlan { // planned with the values, as the first statement
+			args = append([]any{pgx.QueryExecModeExec}, args...)
+		}
+		rows, _ := db.pool.Query(ctx, sql, args...)
 		rest, err := pgx.CollectRows(rows, scanJob)
 		if err != nil {
 			return jobboard.JobListing{}, fmt.Errorf("search jobs: %w", timeout(ctx, err))
 		}
 		found = append(found, rest...)
 	}
-	if len(found) == 0 && s.text && !searchable {
-		return jobboard.JobListing{}, fmt.Errorf("search jobs for %q: %w", f.Query, jobboard.ErrUnsearchable)
-	}
 	listing.Page = pageOf(found, limit, func(j jobboard.Job) int64 { return j.ID })
 	return listing, nil
 }
 
-func (db *DB) traceSearch(sql string, args []any) {
+// searchFixed runs a search whose page statement has one plan for all
+// values (see searchPageSQL) in the pool's mode: searchHeaderSQL, then the
+// page, in one round trip. It sets version and searchable from the header.
+func (db *DB) searchFixed(ctx context.Context, s search, version *int64, searchable *bool) ([]jobboard.Job, error) {
+	var found []jobboard.Job
+	b := &pgx.Batch{}
+	b.Queue(s.header, s.headerArgs...).QueryRow(func(row pgx.Row) error {
+		return row.Scan(version, searchable)
+	})
+	b.Queue(s.page, s.args...).Query(func(rows pgx.Rows) error {
+		var err error
+		found, err = pgx.CollectRows(rows, scanJob)
+		return err
+	})
+	return found, db.pool.SendBatch(ctx, b).Close()
+}
+
+// searchPlanned runs a search with filters: searchPageSQL sent unnamed
+// (QueryExecModeExec), so that PostgreSQL plans it with this request's
+// values every time. A named prepared statement (pgx's default) may be
+// moved to a generic plan by the plan cache, and a generic plan cannot
+// know how selective the filters are: for a salary that no job reaches it
+// walks every open job. It sets version and searchable from the columns
+// beside the page, and complete.
+func (db *DB) searchPlanned(ctx context.Context, s search, version *int64, searchable, complete *bool) ([]jobboard.Job, error) {
+	rows, _ := db.pool.Query(ctx, s.page, append([]any{pgx.QueryExecModeExec}, s.args...)...)
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*jobboard.Job, error) {
+		return scanListedJob(row, version, searchable, complete)
+	})
+	found := make([]jobboard.Job, 0, len(jobs))
+	for _, j := range jobs {
+		if j != nil {
+			found = append(found, *j)
+		}
+	}
+	return found, err
+}
+
+func (db *DB) traceSearch(sql string, args []any, fixedPlan bool) {
 	if db.searchTrace != nil {
-		db.searchTrace(sql, args)
+		db.searchTrace(sql, args, fixedPlan)
 	}
 }
 
 // scanListedJob reads a row of searchPageSQL: the columns beside the page
-// into version, searchable, complete and below, and the job, or nil for the
-// row of NULLs of an empty page.
-func scanListedJob(row pgx.CollectableRow, version *int64, searchable, complete *bool, below **int64) (*jobboard.Job, error) {
+// into version, searchable and complete, and the job, or nil for the row
+// of NULLs of an empty page.
+func scanListedJob(row pgx.CollectableRow, version *int64, searchable, complete *bool) (*jobboard.Job, error) {
 	var (
 		id       *int64
 		j        jobboard.Job
@@ -540,7 +635,7 @@ func scanListedJob(row pgx.CollectableRow, version *int64, searchable, complete 
 		employmentType, status       *string
 		createdAt, updatedAt         *time.Time
 	)
-	err := row.Scan(version, searchable, complete, below, &id, &companyID, &title, &description, &location,
+	err := row.Scan(version, searchable, complete, &id, &companyID, &title, &description, &location,
 		&remote, &employmentType, &lo, &hi, &currency, &status, &createdAt, &updatedAt)
 	if err != nil || id == nil {
 		return nil, err
@@ -560,13 +655,30 @@ type search struct {
 	args []any
 	// text tells a text search, which may need searchRest.
 	text bool
+	// fixedPlan tells a page statement whose plan no value changes, run
+	// after header (with headerArgs) in the pool's mode (searchFixed);
+	// otherwise page is searchPageSQL (searchPlanned).
+	fixedPlan  bool
+	header     string
+	headerArgs []any
+	// complete tells a page of a fixed plan that is certainly complete (a
+	// text search then asks the indexes for no rest), and below the lowest
+	// id of the stretch it walked, when known. searchPageSQL tells its own.
+	complete bool
+	below    *int64
+}
+
+// filtered reports whether f has a filter other than the words and the
+// cursor.
+func filtered(f jobboard.JobFilter) bool {
+	return f.CompanyID != nil || strings.TrimSpace(f.Location) != "" || f.Remote != nil ||
+		f.EmploymentType != "" || f.SalaryMin != nil
 }
 
 // conditions adds the WHERE conditions of f other than the text to b. In
 // the rest of a text search (rest true) the cursor and the filters become
-// checks of the rows read, never index conditions (see searchIndexSQL). It
-// reports whether f has a filter other than the cursor.
-func conditions(b *searchBuilder, actor *jobboard.Actor, f jobboard.JobFilter, rest bool) (filtered bool) {
+// checks of the rows read, never index conditions (see searchIndexSQL).
+func conditions(b *searchBuilder, actor *jobboard.Actor, f jobboard.JobFilter, rest bool) {
 	add := func(fragment string, args ...any) {
 		if rest {
 			fragment = "(" + fragment + ") IS TRUE"
@@ -590,7 +702,6 @@ func conditions(b *searchBuilder, actor *jobboard.Actor, f jobboard.JobFilter, r
 	if f.SalaryMin != nil {
 		add(searchSalaryMin, *f.SalaryMin)
 	}
-	filtered = len(b.where) > 1 || f.CompanyID != nil
 	if f.After > 0 {
 		if rest {
 			b.add(searchAfterChecked, f.After)
@@ -598,53 +709,73 @@ func conditions(b *searchBuilder, actor *jobboard.Actor, f jobboard.JobFilter, r
 			b.add(searchAfter, f.After)
 		}
 	}
-	return filtered
 }
 
 // search returns the first statement of SearchJobs for a page of rows
-// rows: searchPageSQL around searchListingSQL, searchWindowSQL or
-// searchWalkSQL.
+// rows: without filters searchListingSQL, searchWindowSQL or
+// searchIndexSQL, after searchHeaderSQL; with filters searchPageSQL
+// around searchListingSQL or searchWalkSQL.
 func (db *DB) search(actor *jobboard.Actor, f jobboard.JobFilter, rows int) search {
-	var b searchBuilder
 	q := strings.TrimSpace(f.Query)
-	var text, checked string
+	if filtered(f) {
+		return db.searchWithFilters(actor, f, q, rows)
+	}
+	s := search{fixedPlan: true, text: q != "", header: fmt.Sprintf(searchHeaderSQL, "true")}
 	if q != "" {
-		text = b.fragment(searchQuery, q)
-		checked = fmt.Sprintf(searchQueryChecked, len(b.args))
+		s.header, s.headerArgs = fmt.Sprintf(searchHeaderSQL, fmt.Sprintf(searchSearchableSQL, 1)), []any{q}
 	}
-	filtered := conditions(&b, actor, f, false)
-	where := strings.Join(b.where, "\n  AND ")
+	var b searchBuilder
 	if q == "" {
-		return search{page: fmt.Sprintf(searchPageSQL, "true", "true", "NULL",
-			fmt.Sprintf(searchListingSQL, where, b.param(rows)), "", ""), args: b.args}
-	}
-	searchable := fmt.Sprintf(searchSearchableSQL, 1) // q is the first parameter
-	if filtered {
-		walk := db.searchWalk
-		if walk == 0 {
-			walk = searchStretch(q, searchWalkPerRow, rows)
-		}
-		walkParam := b.param(walk)
-		page := fmt.Sprintf(searchWalkPageSQL, text, b.param(rows))
-		complete := fmt.Sprintf(searchWalkCompleteSQL, walkParam)
-		return search{page: fmt.Sprintf(searchPageSQL, searchable, complete, "NULL", page,
-			fmt.Sprintf(searchWalkSQL, where, walkParam), ""), args: b.args, text: true}
+		conditions(&b, actor, f, false)
+		s.page, s.args = fmt.Sprintf(searchListingSQL, strings.Join(b.where, "\n  AND "), rows), b.args
+		return s
 	}
 	window := db.searchWalk
 	if window == 0 {
 		if searchIndexFirst(q, rows) {
-			page, args := db.searchRest(actor, f, nil, rows) // q is $1 there too
-			return search{page: fmt.Sprintf(searchPageSQL, searchable, "true", "NULL", page, "", ""), args: args, text: true}
+			s.page, s.args = db.searchRest(actor, f, nil, rows)
+			s.complete = true
+			return s
 		}
 		window = searchStretch(q, searchWindowPerRow, rows)
 	}
-	top := searchNewestSQL
+	text := b.fragment(searchQueryHidden, q)
+	conditions(&b, actor, f, false)
+	var lowest string
 	if f.After > 0 {
-		top = fmt.Sprintf("$%d::bigint", b.param(f.After))
+		// The window's lowest id is known here: the second statement, if
+		// any, looks below it, and none is needed when it is the first id.
+		low := f.After - int64(window)
+		lowest, s.below, s.complete = fmt.Sprintf("$%d", b.param(low)), &low, low <= 1
+	} else {
+		lowest = fmt.Sprintf("%s - $%d", searchNewestSQL, b.param(window))
 	}
-	lowest := fmt.Sprintf(searchWindowLowestSQL, top, b.param(window))
-	page := fmt.Sprintf(searchWindowSQL, strings.Join(append([]string{checked}, b.where...), "\n  AND "), "w.lowest", b.param(rows))
-	return search{page: fmt.Sprintf(searchPageSQL, searchable, "w.lowest <= 1", "w.lowest", page, "", lowest), args: b.args, text: true}
+	s.page = fmt.Sprintf(searchWindowSQL, strings.Join(append([]string{text}, b.where...), "\n  AND "), lowest, rows)
+	s.args = b.args
+	return s
+}
+
+// searchWithFilters returns searchPageSQL around the page of a search
+// with filters: searchListingSQL without words, searchWalkSQL with them.
+func (db *DB) searchWithFilters(actor *jobboard.Actor, f jobboard.JobFilter, q string, rows int) search {
+	var b searchBuilder
+	if q == "" {
+		conditions(&b, actor, f, false)
+		listing := fmt.Sprintf(searchListingSQL, strings.Join(b.where, "\n  AND "), rows)
+		return search{page: fmt.Sprintf(searchPageSQL, "true", "true", listing, ""), args: b.args}
+	}
+	text := b.fragment(searchQuery, q)
+	conditions(&b, actor, f, false)
+	walk := db.searchWalk
+	if walk == 0 {
+		walk = searchStretch(q, searchWalkPerRow, rows)
+	}
+	walkParam := b.param(walk)
+	page := fmt.Sprintf(searchWalkPageSQL, text, rows)
+	complete := fmt.Sprintf(searchWalkCompleteSQL, walkParam)
+	searchable := fmt.Sprintf(searchSearchableSQL, 1) // q is the first parameter
+	with := fmt.Sprintf(searchWalkSQL, strings.Join(b.where, "\n  AND "), walkParam)
+	return search{page: fmt.Sprintf(searchPageSQL, searchable, complete, page, with), args: b.args, text: true}
 }
 
 // searchRest returns searchIndexSQL for the rows rows of a text search
@@ -658,7 +789,7 @@ func (db *DB) searchRest(actor *jobboard.Actor, f jobboard.JobFilter, below *int
 	if below != nil {
 		bound = fmt.Sprintf("\n  AND j.id + 0 < $%d", b.param(*below))
 	}
-	return fmt.Sprintf(searchIndexSQL, where, bound, b.param(rows)), b.args
+	return fmt.Sprintf(searchIndexSQL, where, bound, rows), b.args
 }
 
 // pageOf cuts rows (fetched with one extra row) to a page of limit items and

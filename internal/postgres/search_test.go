@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -81,6 +82,28 @@ func (bd board) expected(actor *jobboard.Actor, f jobboard.JobFilter, has func(t
 	}
 	slices.Reverse(ids)
 	return ids
+}
+
+// storeMode is a store in one of pgx's query exec modes.
+type storeMode struct {
+	mode string
+	db   *pgtest.DB
+}
+
+// everyMode returns stores over db's database in each of pgx's query exec
+// modes (DATABASE_QUERY_EXEC_MODE), so that a test can show the same
+// answers whether statements are prepared, described or sent unnamed.
+func everyMode(t *testing.T, db *pgtest.DB) []storeMode {
+	t.Helper()
+	var stores []storeMode
+	for _, name := range postgres.QueryExecModeNames() {
+		mode, err := postgres.ParseQueryExecMode(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, storeMode{name, pgtest.Open(t, db.URL, postgres.WithQueryExecMode(mode))})
+	}
+	return stores
 }
 
 // walk follows the cursors from the first page to the last and returns every
@@ -190,6 +213,7 @@ func TestSearchJobsFilters(t *testing.T) {
 	}
 	open := len(bd.expected(nil, jobboard.JobFilter{}, nil))
 	proper := 0
+	stores := everyMode(t, bd.db)
 	for _, c := range cases {
 		want := bd.expected(c.actor, c.f, c.has)
 		if len(want) > 0 && len(want) < open {
@@ -198,21 +222,23 @@ func TestSearchJobsFilters(t *testing.T) {
 		// Text searches check the newest jobs one by one (the walk), then
 		// ask the text index about the rest: a walk of 1 or 3 rows makes
 		// every page of the small board cross from one part to the other.
-		for _, searchWalk := range []int{0, 1, 3} {
-			for _, limit := range []int{1, 4, 100} {
-				t.Run(fmt.Sprintf("%s/walk %d/limit %d", c.name, searchWalk, limit), func(t *testing.T) {
-					postgres.SetSearchWalk(bd.db.DB, searchWalk)
-					f := c.f
-					f.Limit = limit
-					got := walk(t, bd.db, c.actor, f, nil)
-					if diff := cmp.Diff(want, got); diff != "" {
-						t.Errorf("ids (-want +got):\n%s", diff)
-					}
-				})
+		// Every query exec mode gives the same pages.
+		for _, store := range stores {
+			for _, searchWalk := range []int{0, 1, 3} {
+				for _, limit := range []int{1, 4, 100} {
+					t.Run(fmt.Sprintf("%s/%s/walk %d/limit %d", c.name, store.mode, searchWalk, limit), func(t *testing.T) {
+						postgres.SetSearchWalk(store.db.DB, searchWalk)
+						f := c.f
+						f.Limit = limit
+						got := walk(t, store.db, c.actor, f, nil)
+						if diff := cmp.Diff(want, got); diff != "" {
+							t.Errorf("ids (-want +got):\n%s", diff)
+						}
+					})
+				}
 			}
 		}
 	}
-	postgres.SetSearchWalk(bd.db.DB, 0)
 	// The filters must actually select: most cases keep some jobs but not all.
 	if proper < len(cases)-10 {
 		t.Errorf("only %d of %d cases select a proper non-empty subset; the board does not exercise the filters", proper, len(cases))
@@ -224,31 +250,40 @@ func TestSearchJobsFilters(t *testing.T) {
 func TestSearchJobsStableWhileInserting(t *testing.T) {
 	t.Parallel()
 	bd := newBoard(t)
-	for _, f := range []jobboard.JobFilter{{Limit: 3}, {Limit: 2, Query: "engineer"}} {
-		var has func(string) bool
-		if f.Query != "" {
-			has = contains(f.Query)
+	for _, store := range everyMode(t, bd.db) {
+		for _, f := range []jobboard.JobFilter{{Limit: 3}, {Limit: 2, Query: "engineer"}} {
+			stableWhileInserting(t, &bd, store, f)
 		}
-		want := bd.expected(nil, f, has)
-		inserted := 0
-		got := walk(t, bd.db, nil, f, func() {
-			bd.jobs = append(bd.jobs, mustJob(t, bd.db, bd.ea, bd.a.ID, newJob("Backend Engineer, new")))
-			inserted++
-		})
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%+v: ids (-want +got):\n%s", f, diff)
-		}
-		if inserted < 3 {
-			t.Errorf("only %d jobs inserted while paging", inserted)
-		}
-		// A new first page does show them.
-		page, err := bd.db.SearchJobs(context.Background(), nil, jobboard.JobFilter{Limit: 1, Query: f.Query})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if page.Items[0].Title != "Backend Engineer, new" {
-			t.Errorf("newest job = %q, want the one inserted last", page.Items[0].Title)
-		}
+	}
+}
+
+// stableWhileInserting pages through f with the store while jobs are
+// added to bd, and checks the pages.
+func stableWhileInserting(t *testing.T, bd *board, store storeMode, f jobboard.JobFilter) {
+	t.Helper()
+	var has func(string) bool
+	if f.Query != "" {
+		has = contains(f.Query)
+	}
+	want := bd.expected(nil, f, has)
+	inserted := 0
+	got := walk(t, store.db, nil, f, func() {
+		bd.jobs = append(bd.jobs, mustJob(t, bd.db, bd.ea, bd.a.ID, newJob("Backend Engineer, new")))
+		inserted++
+	})
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s, %+v: ids (-want +got):\n%s", store.mode, f, diff)
+	}
+	if inserted < 3 {
+		t.Errorf("%s: only %d jobs inserted while paging", store.mode, inserted)
+	}
+	// A new first page does show them.
+	page, err := store.db.SearchJobs(context.Background(), nil, jobboard.JobFilter{Limit: 1, Query: f.Query})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.Items[0].Title != "Backend Engineer, new" {
+		t.Errorf("%s: newest job = %q, want the one inserted last", store.mode, page.Items[0].Title)
 	}
 }
 
@@ -289,14 +324,22 @@ func TestSearchJobsRefusesUnsearchableQueries(t *testing.T) {
 	t.Parallel()
 	bd := newBoard(t)
 	ctx := context.Background()
-	for _, q := range []string{"-engineer", "-engineer -nurse", `-"backend engineer"`, "engineer or -nurse"} {
-		_, err := bd.db.SearchJobs(ctx, nil, jobboard.JobFilter{Query: q, Limit: 10})
-		wantErr(t, err, jobboard.ErrUnsearchable)
-	}
-	for _, q := range []string{"the and", "astronaut", "engineer -engineer"} {
-		page, err := bd.db.SearchJobs(ctx, nil, jobboard.JobFilter{Query: q, Limit: 10})
-		if err != nil || len(page.Items) != 0 {
-			t.Errorf("%q: %d items, %v; want an empty page", q, len(page.Items), err)
+	for _, store := range everyMode(t, bd.db) {
+		for _, f := range []jobboard.JobFilter{{}, {Location: "berlin"}, {After: bd.jobs[40].ID}} {
+			for _, q := range []string{"-engineer", "-engineer -nurse", `-"backend engineer"`, "engineer or -nurse"} {
+				f.Query, f.Limit = q, 10
+				_, err := store.db.SearchJobs(ctx, nil, f)
+				if !errors.Is(err, jobboard.ErrUnsearchable) {
+					t.Errorf("%s, %+v: %v, want %v", store.mode, f, err, jobboard.ErrUnsearchable)
+				}
+			}
+			for _, q := range []string{"the and", "astronaut", "engineer -engineer"} {
+				f.Query, f.Limit = q, 10
+				page, err := store.db.SearchJobs(ctx, nil, f)
+				if err != nil || len(page.Items) != 0 {
+					t.Errorf("%s, %+v: %d items, %v; want an empty page", store.mode, f, len(page.Items), err)
+				}
+			}
 		}
 	}
 }
@@ -310,7 +353,7 @@ func TestSearchJobsManyWordsAskTheIndexAtOnce(t *testing.T) {
 	bd := newBoard(t)
 	statements := func(q string) (int, jobboard.JobListing) {
 		n := 0
-		postgres.TraceSearch(bd.db.DB, func(string, []any) { n++ })
+		postgres.TraceSearch(bd.db.DB, func(string, []any, bool) { n++ })
 		defer postgres.TraceSearch(bd.db.DB, nil)
 		page, err := bd.db.SearchJobs(context.Background(), nil, jobboard.JobFilter{Query: q, Limit: 5})
 		if err != nil {
@@ -349,57 +392,99 @@ func TestSearchJobsManyWordsAskTheIndexAtOnce(t *testing.T) {
 }
 
 // rowsRead runs an anonymous SearchJobs for f, then EXPLAIN ANALYZE of
-// every statement it ran, and returns how many rows of jobs their plans
-// read: the rows every scan of jobs returned or removed by a filter or a
-// recheck. It also returns the page.
-func rowsRead(t *testing.T, db *pgtest.DB, f jobboard.JobFilter) (int, jobboard.JobListing) {
+// every statement it ran that reads jobs, and returns how many rows of
+// jobs their plans read: the rows every scan of jobs returned or removed by
+// a filter or a recheck. generic is the same for the generic plans that
+// PostgreSQL may keep for the statements that the pool's mode prepares
+// (fixedPlan); the others are always planned for their values. It also
+// returns the page.
+func rowsRead(t *testing.T, db *pgtest.DB, f jobboard.JobFilter) (read, generic int, page jobboard.JobListing) {
 	t.Helper()
 	type statement struct {
-		sql  string
-		args []any
+		sql   string
+		args  []any
+		fixed bool
 	}
 	var ran []statement
-	postgres.TraceSearch(db.DB, func(sql string, args []any) { ran = append(ran, statement{sql, args}) })
+	postgres.TraceSearch(db.DB, func(sql string, args []any, fixed bool) { ran = append(ran, statement{sql, args, fixed}) })
 	page, err := db.SearchJobs(context.Background(), nil, f)
 	postgres.TraceSearch(db.DB, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := 0
 	for _, st := range ran {
-		var plan []struct {
-			Plan json.RawMessage `json:"Plan"`
+		n := jobsRead(t, explain(t, db, st.sql, st.args, false))
+		read += n
+		if st.fixed {
+			n = jobsRead(t, explain(t, db, st.sql, st.args, true))
 		}
-		err := db.Pool.QueryRow(context.Background(), "EXPLAIN (ANALYZE, FORMAT JSON) "+st.sql,
-			append([]any{pgx.QueryExecModeExec}, st.args...)...).Scan(&plan)
-		if err != nil || len(plan) != 1 {
-			t.Fatalf("explain %+v: %v", f, err)
+		generic += n
+	}
+	return read, generic, page
+}
+
+// explain returns the plan of EXPLAIN ANALYZE of sql with args: the plan
+// made for the values, or with generic the generic plan (plan_cache_mode
+// force_generic_plan, on a statement prepared for the purpose).
+func explain(t *testing.T, db *pgtest.DB, sql string, args []any, generic bool) json.RawMessage {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	query, mode := "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, pgx.QueryExecModeExec
+	if generic {
+		params := make([]string, len(args))
+		for i := range args {
+			params[i] = fmt.Sprintf("$%d", i+1)
 		}
-		var sum func(raw json.RawMessage) int
-		sum = func(raw json.RawMessage) int {
-			var node struct {
-				Relation         string            `json:"Relation Name"`
-				Rows             float64           `json:"Actual Rows"`
-				Loops            float64           `json:"Actual Loops"`
-				RemovedByFilter  float64           `json:"Rows Removed by Filter"`
-				RemovedByRecheck float64           `json:"Rows Removed by Index Recheck"`
-				Plans            []json.RawMessage `json:"Plans"`
+		for _, setup := range []string{"SET plan_cache_mode = force_generic_plan", "PREPARE generic AS " + sql} {
+			if _, err := conn.Exec(ctx, setup, pgx.QueryExecModeSimpleProtocol); err != nil {
+				t.Fatalf("%s: %v", setup, err)
 			}
-			if err := json.Unmarshal(raw, &node); err != nil {
+		}
+		defer func() {
+			if _, err := conn.Exec(ctx, "DEALLOCATE generic; RESET plan_cache_mode", pgx.QueryExecModeSimpleProtocol); err != nil {
 				t.Fatal(err)
 			}
-			n := 0
-			if node.Relation == "jobs" {
-				n = int((node.Rows + node.RemovedByFilter + node.RemovedByRecheck) * node.Loops)
-			}
-			for _, p := range node.Plans {
-				n += sum(p)
-			}
-			return n
-		}
-		read += sum(plan[0].Plan)
+		}()
+		// EXECUTE takes no parameters of its own: the simple protocol
+		// sends the arguments as quoted literals.
+		query, mode = "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE generic("+strings.Join(params, ", ")+")", pgx.QueryExecModeSimpleProtocol
 	}
-	return read, page
+	var plan []struct {
+		Plan json.RawMessage `json:"Plan"`
+	}
+	if err := conn.QueryRow(ctx, query, append([]any{mode}, args...)...).Scan(&plan); err != nil || len(plan) != 1 {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return plan[0].Plan
+}
+
+// jobsRead sums the rows of jobs that the nodes of plan read.
+func jobsRead(t *testing.T, plan json.RawMessage) int {
+	t.Helper()
+	var node struct {
+		Relation         string            `json:"Relation Name"`
+		Rows             float64           `json:"Actual Rows"`
+		Loops            float64           `json:"Actual Loops"`
+		RemovedByFilter  float64           `json:"Rows Removed by Filter"`
+		RemovedByRecheck float64           `json:"Rows Removed by Index Recheck"`
+		Plans            []json.RawMessage `json:"Plans"`
+	}
+	if err := json.Unmarshal(plan, &node); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if node.Relation == "jobs" {
+		n = int((node.Rows + node.RemovedByFilter + node.RemovedByRecheck) * node.Loops)
+	}
+	for _, p := range node.Plans {
+		n += jobsRead(t, p)
+	}
+	return n
 }
 
 // A text search reads at most its stretch of the newest jobs one by one,
@@ -464,11 +549,12 @@ func TestSearchJobsReadsBoundedRows(t *testing.T) {
 			matches := count(t, w.db, "SELECT count(*) FROM jobs WHERE status = 'open' AND search @@ to_tsquery('english', $1)",
 				strings.Join(words, op))
 			bound := stretch + matches
-			read, page := rowsRead(t, w.db, c.f)
-			t.Logf("%d items, read %d rows (stretch %d, %d matches of the words, %d open jobs)", len(page.Items), read, stretch, matches, open)
-			if read > bound {
-				t.Errorf("read %d rows of jobs, want at most %d (stretch %d, %d matches of the words; %d open jobs)",
-					read, bound, stretch, matches, open)
+			read, generic, page := rowsRead(t, w.db, c.f)
+			t.Logf("%d items, read %d rows, %d with generic plans (stretch %d, %d matches of the words, %d open jobs)",
+				len(page.Items), read, generic, stretch, matches, open)
+			if read > bound || generic > bound {
+				t.Errorf("read %d rows of jobs, %d with generic plans; want at most %d (stretch %d, %d matches of the words; %d open jobs)",
+					read, generic, bound, stretch, matches, open)
 			}
 		})
 	}

@@ -91,7 +91,7 @@ WHERE (user_id = $1 OR email_digest = $2) AND requested_at > $3`
 // queueVerificationSQL counts the request ($1 user, $2 address, $3 now),
 // forgets the account's and the address's requests older than the window
 // ($4: now less the window), and writes the event to the outbox ($5 id,
-// $6 type, $7 payload): one statement.
+// $6 type, $7 payload, JSON text as in storeAnswerSQL): one statement.
 const queueVerificationSQL = `
 WITH forgotten AS (
 	DELETE FROM email_verification_requests
@@ -99,7 +99,7 @@ WITH forgotten AS (
 ), counted AS (
 	INSERT INTO email_verification_requests (user_id, email_digest, requested_at) VALUES ($1, $2, $3)
 )
-INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($5, $6, $7, $3)`
+INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($5, $6, $7::jsonb, $3)`
 
 // queueVerification queues a verification email for the account, inside
 // the caller's transaction, if p's bounds allow it at now. Errors: a
@@ -138,7 +138,7 @@ func queueVerification(ctx context.Context, tx pgx.Tx, userID int64, email strin
 	if err != nil {
 		return jobboard.Event{}, err
 	}
-	if _, err := tx.Exec(ctx, queueVerificationSQL, userID, digest, ev.OccurredAt, since, ev.EventID, ev.Type, payload); err != nil {
+	if _, err := tx.Exec(ctx, queueVerificationSQL, userID, digest, ev.OccurredAt, since, ev.EventID, ev.Type, string(payload)); err != nil {
 		return jobboard.Event{}, fmt.Errorf("queue verification email: %w", err)
 	}
 	return ev, nil

@@ -101,14 +101,23 @@ WITH ob AS (` + changeStatusOutboxSQL + `
 ), ` + webhookEmitSQL + `
 SELECT ` + emittedSQL
 
-// updateJobEmittingSQL is updateJobSQL with the job.closed event when $11
-// (the update closes an open job).
-const updateJobEmittingSQL = `
-WITH upd AS (` + updateJobSQL + `
+// updateJobClosingSQL is updateJobSQL for a patch that closes the job,
+// with the job.closed event when the job was open. cur reads the status
+// before the update under the row lock (FOR UPDATE), and the update joins
+// cur, so that it runs after: a concurrent close waits for the lock and
+// then finds the job closed, so one close makes one event.
+var updateJobClosingSQL = `
+WITH cur AS (
+	SELECT j.id, j.status FROM jobs j
+	WHERE j.id = $1 AND ` + jobMemberSessionSQL + `
+	FOR UPDATE OF j
+), upd AS (` + updateJobSetSQL + `
+	FROM cur WHERE j.id = cur.id
+	RETURNING ` + jobColumns + `, cur.status AS was
 ), wh_src AS (
 	SELECT 'job.closed'::text AS type, upd.company_id, upd.id AS job_id, NULL::bigint AS application_id,
 	       NULL::bigint AS candidate_id, NULL::text AS old_status, NULL::text AS new_status, upd.updated_at AS occurred_at
-	FROM upd WHERE $11::boolean
+	FROM upd WHERE upd.was = 'open' AND upd.status = 'closed'
 ), ` + webhookEmitSQL + `
 SELECT upd.*, ` + emittedSQL + ` FROM upd`
 

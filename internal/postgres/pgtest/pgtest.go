@@ -20,11 +20,13 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver that pgtestdb opens
+	"github.com/jackc/tern/v2/migrate"
 	"github.com/peterldowns/pgtestdb"
 
 	"github.com/jobboard/jobboard/internal/postgres"
@@ -114,6 +116,58 @@ func CheckMigrated(tb testing.TB, url string) {
 	}
 }
 
+// MigrateTo applies the embedded migrations to the database at url up to
+// version, and no further: the schema of an earlier release, which a
+// deploy's new migrations find.
+func MigrateTo(tb testing.TB, url string, version int32) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := Pool(tb, url).Acquire(ctx)
+	if err != nil {
+		tb.Fatalf("connect to %s: %v", url, err)
+	}
+	defer conn.Release()
+	m, err := migrate.NewMigrator(ctx, conn.Conn(), "schema_version")
+	if err == nil {
+		err = m.LoadMigrations(schema.Migrations())
+	}
+	if err == nil {
+		err = m.MigrateTo(ctx, version)
+	}
+	if err != nil {
+		tb.Fatalf("migrate to version %d: %v", version, err)
+	}
+}
+
+// EmbeddedMigrations is the number of migrations the build embeds: the
+// schema version a migrated database has.
+func EmbeddedMigrations(tb testing.TB) int32 {
+	tb.Helper()
+	files, err := fs.Glob(schema.Migrations(), "*.sql")
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("embedded migrations: %v, %v", files, err)
+	}
+	return int32(len(files))
+}
+
+// SchemaVersion is the schema version of the database at url: the number
+// of migrations applied to it, 0 when nothing ever migrated it.
+func SchemaVersion(tb testing.TB, url string) int32 {
+	tb.Helper()
+	ctx := context.Background()
+	pool := Pool(tb, url)
+	var version int32
+	var migrated bool
+	err := pool.QueryRow(ctx, `SELECT to_regclass('schema_version') IS NOT NULL`).Scan(&migrated)
+	if err == nil && migrated {
+		err = pool.QueryRow(ctx, `SELECT version FROM schema_version`).Scan(&version)
+	}
+	if err != nil {
+		tb.Fatalf("schema version of %s: %v", url, err)
+	}
+	return version
+}
+
 // DB is a test's fresh database: the store over it, and Pool, a raw pool
 // over the same database for what a test does behind the store's back
 // (ageing rows, counting them, injecting states that the store never
@@ -136,8 +190,24 @@ func NewDB(tb testing.TB) *DB {
 // both closed when tb ends; options adjust the store's pool as they do
 // postgres.Open's (the raw pool keeps the URL's settings). It fails tb if
 // the database does not answer.
+//
+// TEST_DATABASE_QUERY_EXEC_MODE, when set, is the store's query exec mode
+// (as DATABASE_QUERY_EXEC_MODE is the functions'; options may still choose
+// another), so that the store's tests can run in the mode that a
+// connection proxy needs. A store whose mode prepares no named statement
+// (any but cache_statement) is also held to that: as its pool closes each
+// connection, the server must list no named prepared statement for it, or
+// tb fails.
 func Open(tb testing.TB, url string, options ...func(*pgxpool.Config)) *DB {
 	tb.Helper()
+	if name := os.Getenv("TEST_DATABASE_QUERY_EXEC_MODE"); name != "" {
+		mode, err := postgres.ParseQueryExecMode(name)
+		if err != nil {
+			tb.Fatalf("TEST_DATABASE_QUERY_EXEC_MODE: %v", err)
+		}
+		options = append([]func(*pgxpool.Config){postgres.WithQueryExecMode(mode)}, options...)
+	}
+	options = append(options, noNamedStatements(tb))
 	db, err := postgres.Open(context.Background(), url, options...)
 	if err != nil {
 		tb.Fatalf("open test database: %v", err)
@@ -164,6 +234,27 @@ func Pool(tb testing.TB, url string, options ...func(*pgxpool.Config)) *pgxpool.
 	}
 	tb.Cleanup(pool.Close)
 	return pool
+}
+
+// noNamedStatements fails tb when the pool closes a connection whose mode
+// prepares no named statement (any but cache_statement) and the server
+// lists a named prepared statement for it.
+func noNamedStatements(tb testing.TB) func(*pgxpool.Config) {
+	return func(c *pgxpool.Config) {
+		c.BeforeClose = func(conn *pgx.Conn) {
+			if conn.Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			rows, _ := conn.Query(ctx, "SELECT name FROM pg_prepared_statements")
+			names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err == nil && len(names) > 0 {
+				tb.Errorf("a connection in query exec mode %v holds named prepared statements: %v",
+					conn.Config().DefaultQueryExecMode, names)
+			}
+		}
+	}
 }
 
 // migrator adapts schema.Migrate to pgtestdb: the template's name is a hash

@@ -107,16 +107,11 @@ func New(tb testing.TB, o Options) *Env {
 	return e
 }
 
-// OpenWorkerDB opens a store over url with the worker's session settings,
-// closed when tb ends.
+// OpenWorkerDB opens a store over url with the worker's session settings
+// (and pgtest's: TEST_DATABASE_QUERY_EXEC_MODE), closed when tb ends.
 func OpenWorkerDB(tb testing.TB, url string) *postgres.DB {
 	tb.Helper()
-	db, err := postgres.Open(context.Background(), url, postgres.WorkerSession(5*time.Second, time.Minute))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(db.Close)
-	return db
+	return pgtest.Open(tb, url, postgres.WorkerSession(5*time.Second, time.Minute)).DB
 }
 
 // Handler returns a worker handler over the Env's database that sends
