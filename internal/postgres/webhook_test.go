@@ -153,6 +153,51 @@ func mustCloseCtx(t testing.TB, w world, ctx context.Context) {
 	}
 }
 
+// Two closes of an open job at once make one job.closed event: the status
+// before the update is read under the row lock, so the second close waits
+// for the first and then finds the job closed.
+func TestConcurrentClosesMakeOneJobClosedEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	mustEndpoint(t, w, jobboard.WebhookJobClosed)
+	// Hold the job's row, so that both closes are waiting for it when it
+	// is let go.
+	tx, err := w.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE`, w.job.ID); err != nil {
+		t.Fatal(err)
+	}
+	closed := jobboard.JobClosed
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := w.db.UpdateJob(ctx, w.employer, w.job.ID, jobboard.JobPatch{Status: &closed})
+			errs <- err
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, w.db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the two closes never both waited for the row")
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}
+	if n := count(t, w.db, `SELECT count(*) FROM webhook_events WHERE type = 'job.closed'`); n != 1 {
+		t.Errorf("%d job.closed events after two closes at once, want 1", n)
+	}
+}
+
 // A change that rolls back leaves no webhook rows: they are part of it.
 func TestWebhookEventsRollBackWithTheChange(t *testing.T) {
 	t.Parallel()
