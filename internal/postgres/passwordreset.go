@@ -40,14 +40,15 @@ WHERE email_digest = $1 AND requested_at > $2`
 
 // queueResetSQL counts the request ($1 address, $2 now), forgets the
 // address's requests older than the window ($3), and writes the event to
-// the outbox ($4 id, $5 type, $6 payload): one statement.
+// the outbox ($4 id, $5 type, $6 payload, JSON text as in storeAnswerSQL):
+// one statement.
 const queueResetSQL = `
 WITH forgotten AS (
 	DELETE FROM password_reset_requests WHERE email_digest = $1 AND requested_at <= $3
 ), counted AS (
 	INSERT INTO password_reset_requests (email_digest, requested_at) VALUES ($1, $2)
 )
-INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($4, $5, $6, $2)`
+INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($4, $5, $6::jsonb, $2)`
 
 // RequestPasswordReset queues a reset email for the account that has the
 // address, within p's bounds for the address (see
@@ -94,7 +95,7 @@ func (db *DB) RequestPasswordReset(ctx context.Context, email string, p jobboard
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, queueResetSQL, digest, e.OccurredAt, since, e.EventID, e.Type, payload); err != nil {
+		if _, err := tx.Exec(ctx, queueResetSQL, digest, e.OccurredAt, since, e.EventID, e.Type, string(payload)); err != nil {
 			return fmt.Errorf("queue reset email: %w", err)
 		}
 		ev = &e
