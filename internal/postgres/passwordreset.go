@@ -40,7 +40,8 @@ WHERE email_digest = $1 AND requested_at > $2`
 
 // queueResetSQL counts the request ($1 address, $2 now), forgets the
 // address's requests older than the window ($3), and writes the event to
-// the outbox ($4 id, $5 type, $6 payload): one statement.
+// the outbox ($4 id, $5 type, $6 payload, JSON text as in storeAnswerSQL):
+// one statement.
 const queueResetSQL = `
 WITH forgotten AS (
 	DELETE FROM password_reset_requests WHERE email_digest = $1 AND requested_at <= $3
