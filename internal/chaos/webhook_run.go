@@ -161,6 +161,9 @@ func (r *WebhookReport) Print(w io.Writer) {
 		len(r.Lost), len(r.MissingEvents), len(r.SplitFacts), len(r.UnknownIDs), r.BadSignatures)
 	fmt.Fprintf(w, "  duplicates, all retries of one webhook-id: %d ids answered 2xx more than once\n", r.Processed2xxTwice)
 	fmt.Fprintf(w, "  settled in %s\n", r.SettleDuration.Round(100*time.Millisecond))
+	if r.LogDir != "" {
+		fmt.Fprintln(w, "  logs in "+r.LogDir)
+	}
 	if r.Passed() {
 		fmt.Fprintln(w, "  PASSED: 0 lost; duplicates only as retries of the same webhook-id")
 		return
@@ -168,9 +171,6 @@ func (r *WebhookReport) Print(w io.Writer) {
 	fmt.Fprintln(w, "  FAILED:")
 	for _, f := range r.Failures {
 		fmt.Fprintln(w, "  - "+f)
-	}
-	if r.LogDir != "" {
-		fmt.Fprintln(w, "  logs in "+r.LogDir)
 	}
 }
 
@@ -254,6 +254,11 @@ func RunWebhooks(ctx context.Context, cfg WebhookConfig) (rep *WebhookReport, er
 		return rep, err
 	}
 	rep.Database = r.st.dbName
+	if keep {
+		r.logf("starting the stack (logs in %s)", logDir)
+	} else {
+		r.logf("starting the stack (logs in %s, removed if the run passes)", logDir)
+	}
 	if err := r.startProcesses(ctx, binDir, logDir); err != nil {
 		return rep, fmt.Errorf("start the stack: %w", err)
 	}
