@@ -23,6 +23,11 @@ AWS_LAMBDA_RIE         := $(TOOLS_DIR)/aws-lambda-rie-$(AWS_LAMBDA_RIE_VERSION)
 # The npm stand-ins for SQS and SES (see .ci/localaws/package.json).
 LOCALAWS := .ci/localaws/node_modules/.package-lock.json
 
+# The specification's own verifier of webhook signatures (npm
+# standardwebhooks), pinned in .ci/webhooks: the receiver tests of
+# internal/webhook check every delivery with it.
+WEBHOOK_VERIFIER := .ci/webhooks/node_modules/.package-lock.json
+
 # Redocly CLI, the OpenAPI linter, and Stoplight Prism, the validating proxy
 # that the contract tests run every response past (internal/httpapi/
 # openapitest), pinned in .ci/openapi (package.json, lock).
@@ -55,7 +60,7 @@ LAMBDA_GOFLAGS := GOTOOLCHAIN=$(GO_TOOLCHAIN) CGO_ENABLED=0 GOOS=linux GOARCH=ar
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
 .PHONY: dev test lint pytools bench coldstart fuzz migrate build localaws rie invoke poison chaos vuln vuln-pinned
-.PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction build-MigrateFunction build-PreTrafficHookFunction
+.PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction build-WebhookFunction build-MigrateFunction build-PreTrafficHookFunction
 
 # `make dev`, `make invoke` and the emulator tests build the functions for
 # this machine with the same flags (those of the Lambda builds, less the
@@ -68,19 +73,22 @@ DEV_STATE  ?= build/dev/stack.json
 INVOKE_DIR ?= build/invoke
 
 ## dev: the whole system on this machine (see internal/devstack): PostgreSQL,
-## the SQS and SES stand-ins, the API on 127.0.0.1:8080, the worker polling
-## the queue, the sweeper on a timer, and a seeded demo. Ctrl-C stops it.
+## the SQS and SES stand-ins, the API on 127.0.0.1:8080, the worker and the
+## webhook delivery function polling their queues, the sweeper on a timer,
+## and a seeded demo. Ctrl-C stops it.
 ## PORT, SQS_PORT, SES_PORT (0: a free port) and DEV_DATABASE move it.
 dev: $(LOCALAWS)
-	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/dev
+	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/cmd/dev
 	$(WITH_PG) build/dev/dev -bin build/dev -state $(DEV_STATE)
 
 ## chaos: the email promise under faults (see internal/chaos): the whole
 ## stack on free ports, thousands of status changes while processes die and
-## freeze and SQS and SES fail, then a report of lost and duplicated emails.
-## CHAOS_FLAGS passes flags, e.g. CHAOS_FLAGS='-seed 42' or '-short'.
+## freeze and SQS and SES fail, then a report of lost and duplicated emails;
+## then the webhook promise, while receivers die, stall and fail and the
+## delivery functions die and freeze. CHAOS_FLAGS passes flags, e.g.
+## CHAOS_FLAGS='-seed 42', '-short' or '-only webhooks'.
 chaos: $(LOCALAWS)
-	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./internal/cmd/chaos
+	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/cmd/chaos
 	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
 
 ## test: lint, govulncheck against the pinned vulnerability database (the
@@ -90,7 +98,7 @@ chaos: $(LOCALAWS)
 ## see docs/performance.md), where a connection left holding a named
 ## prepared statement fails its test.
 PROXY_QUERY_EXEC_MODE ?= exec
-test: lint vuln-pinned $(LOCALAWS) $(AWS_LAMBDA_RIE)
+test: lint vuln-pinned $(LOCALAWS) $(WEBHOOK_VERIFIER) $(AWS_LAMBDA_RIE)
 	JOBBOARD_PYTHON=$$($(PYTOOLS)) && export JOBBOARD_PYTHON && \
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) bash -c '$(GO) test -race -count=1 ./... && \
 		TEST_DATABASE_QUERY_EXEC_MODE=$(PROXY_QUERY_EXEC_MODE) $(GO) test -race -count=1 ./internal/postgres/...'
@@ -175,6 +183,9 @@ fuzz:
 		done; \
 	done
 
+$(WEBHOOK_VERIFIER): .ci/webhooks/package.json .ci/webhooks/package-lock.json
+	npm ci --prefix .ci/webhooks --no-audit --no-fund --loglevel=error
+
 ## rie: the pinned Lambda Runtime Interface Emulator.
 rie: $(AWS_LAMBDA_RIE)
 $(AWS_LAMBDA_RIE):
@@ -216,6 +227,7 @@ build:
 	$(MAKE) build-ApiFunction ARTIFACTS_DIR=build/api
 	$(MAKE) build-WorkerFunction ARTIFACTS_DIR=build/worker
 	$(MAKE) build-SweeperFunction ARTIFACTS_DIR=build/sweeper
+	$(MAKE) build-WebhookFunction ARTIFACTS_DIR=build/webhook
 	$(MAKE) build-MigrateFunction ARTIFACTS_DIR=build/migrate
 	$(MAKE) build-PreTrafficHookFunction ARTIFACTS_DIR=build/pretraffichook
 
@@ -236,6 +248,9 @@ build-WorkerFunction:
 	$(COPY_CA_BUNDLE)
 build-SweeperFunction:
 	$(LAMBDA_BUILD) ./functions/sweeper
+	$(COPY_CA_BUNDLE)
+build-WebhookFunction:
+	$(LAMBDA_BUILD) ./functions/webhook
 	$(COPY_CA_BUNDLE)
 build-MigrateFunction:
 	$(LAMBDA_BUILD) ./functions/migrate

@@ -22,7 +22,8 @@
 // (durations such as 30s: the Cache-Control of anonymous job searches, jobs
 // and companies); PASSWORD_HASH_CONCURRENCY (how many argon2id hashes may
 // run at once; default: one per core, fewer if a quarter of the memory
-// cannot hold them).
+// cannot hold them); WEBHOOK_EVENTS_QUEUE_URL, WEBHOOK_SEALING_KEY or on AWS
+// WEBHOOK_SEALING_KEY_SECRET_ARN, WEBHOOK_ALLOW_INSECURE (see webhook.go).
 package main
 
 import (
@@ -102,6 +103,8 @@ type config struct {
 	publicMaxAge, staleWhileRevalidate time.Duration
 	// passwordHashes is httpapi.Config.PasswordHashes.
 	passwordHashes int
+	// webhooks are the webhook settings (webhook.go).
+	webhooks webhookSettings
 }
 
 // loadConfig reads the plain settings; the secrets come from
@@ -142,6 +145,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, err
 	}
 	if c.passwordHashes, err = passwordHashes(getenv); err != nil {
+		return c, err
+	}
+	if c.webhooks, err = loadWebhookSettings(getenv); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -239,6 +245,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := cfg.loadJWTSecret(ctx, getenv, secrets, logger); err != nil {
 		return err
 	}
+	if err := cfg.webhooks.loadSealer(ctx, cfg.Lambda, getenv, secrets, logger); err != nil {
+		return err
+	}
 	if cfg.Lambda {
 		return runLambda(ctx, cfg, logger, stdout)
 	}
@@ -258,7 +267,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, metrics io
 	if err != nil {
 		return nil, nil, err
 	}
-	relay := eventRelay(ctx, cfg.queueURL, cfg.AWS, db, logger)
+	relay := eventRelay(ctx, cfg.queueURL, cfg.webhooks.queueURL, cfg.AWS, db, logger)
 	h = httpapi.NewServer(httpapi.Config{
 		RequestID:    gatewayRequestID,
 		Users:        db,
@@ -279,6 +288,10 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, metrics io
 		CORSAllowedOrigins:   cfg.corsOrigins,
 		Metrics:              metrics,
 		FunctionVersion:      cfg.Version,
+
+		Webhooks:      db,
+		WebhookSealer: cfg.webhooks.sealer,
+		WebhookURLs:   cfg.webhooks.urls,
 	})
 	return h, db.Close, nil
 }

@@ -13,18 +13,27 @@ import (
 	"github.com/jobboard/jobboard/internal/queue"
 )
 
-// eventRelay returns the relay that publishes a committed status event to
-// the queue at queueURL (STATUS_EVENTS_QUEUE_URL) right after the change,
-// and marks its outbox row published. Without a queue URL it returns nil:
-// the API then runs without the fast path, and the sweeper publishes every
-// outbox row. AWS_ENDPOINT_URL_SQS points the SDK at a local stand-in
-// (standard SDK configuration, no special branch).
-func eventRelay(ctx context.Context, queueURL string, awsCfg aws.Config, db *postgres.DB, logger *slog.Logger) jobboard.EventRelay {
+// eventRelay returns the relay that publishes a committed event to its
+// queue right after the change, and marks its outbox row published: status
+// and verification events to queueURL (STATUS_EVENTS_QUEUE_URL), webhook
+// deliveries to webhookQueueURL (WEBHOOK_EVENTS_QUEUE_URL). Without a
+// queue URL it returns nil: the API then runs without the fast path, and
+// the sweeper publishes every outbox row; without the webhook queue's, the
+// webhook deliveries wait for the sweeper. AWS_ENDPOINT_URL_SQS points the
+// SDK at a local stand-in (standard SDK configuration, no special branch).
+func eventRelay(ctx context.Context, queueURL, webhookQueueURL string, awsCfg aws.Config, db *postgres.DB, logger *slog.Logger) jobboard.EventRelay {
 	if queueURL == "" {
 		logger.WarnContext(ctx, "STATUS_EVENTS_QUEUE_URL is not set: status events wait in the outbox for the sweeper")
 		return nil
 	}
-	publisher := queue.NewPublisher(sqs.NewFromConfig(awsCfg), queueURL)
+	client := sqs.NewFromConfig(awsCfg)
+	publisher := queue.NewPublisher(client, queueURL)
 	publisher.Logger = logger
-	return outbox.NewRelay(publisher, db)
+	router := queue.Router{Status: publisher, Logger: logger}
+	if webhookQueueURL != "" {
+		webhooks := queue.NewPublisher(client, webhookQueueURL)
+		webhooks.Logger = logger
+		router.Webhooks = webhooks
+	}
+	return outbox.NewRelay(router, db)
 }

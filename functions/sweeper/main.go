@@ -8,8 +8,10 @@
 //
 // Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required, with
 // the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
-// STATUS_EVENTS_QUEUE_URL (required); RETENTION_DAYS (default 30, at least
-// 15); DATABASE_QUERY_EXEC_MODE (as the API's);
+// STATUS_EVENTS_QUEUE_URL and WEBHOOK_EVENTS_QUEUE_URL (required: every
+// outbox row goes to one of them); RETENTION_DAYS (default 30, at least
+// 15, also of the webhook delivery log); DATABASE_QUERY_EXEC_MODE (as the
+// API's);
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
 // mode only); SWEEP_GRACE (how long a fresh row is left to the API's relay,
 // default 30s; the chaos harness shortens it). AWS settings come from the
@@ -54,9 +56,11 @@ func main() {
 // settings is what run reads from the environment.
 type settings struct {
 	function.Settings
-	queueURL  string
-	retention time.Duration
-	grace     time.Duration
+	queueURL string
+	// webhookQueueURL receives the webhook deliveries of the outbox.
+	webhookQueueURL string
+	retention       time.Duration
+	grace           time.Duration
 	// interval is the local mode's time between sweeps.
 	interval time.Duration
 	// queryExecMode is how statements are sent (DATABASE_QUERY_EXEC_MODE).
@@ -68,13 +72,17 @@ type settings struct {
 func loadSettings(getenv func(string) string) (settings, error) {
 	shared, err := function.Load(getenv)
 	s := settings{
-		Settings: shared,
-		queueURL: getenv("STATUS_EVENTS_QUEUE_URL"),
-		interval: defaultSweepInterval,
+		Settings:        shared,
+		queueURL:        getenv("STATUS_EVENTS_QUEUE_URL"),
+		webhookQueueURL: getenv("WEBHOOK_EVENTS_QUEUE_URL"),
+		interval:        defaultSweepInterval,
 	}
 	problems := []error{err}
 	if s.queueURL == "" {
 		problems = append(problems, errors.New("STATUS_EVENTS_QUEUE_URL is not set"))
+	}
+	if s.webhookQueueURL == "" {
+		problems = append(problems, errors.New("WEBHOOK_EVENTS_QUEUE_URL is not set"))
 	}
 	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
 		problems = append(problems, fmt.Errorf("RETENTION_DAYS: %w", err))
@@ -148,8 +156,12 @@ func sweepLocally(ctx context.Context, interval time.Duration, sw *outbox.Sweepe
 // the database pool.
 func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (sw *outbox.Sweeper, closeDB func(), err error) {
 	logger := s.Logger(stdout)
-	publisher := queue.NewPublisher(sqs.NewFromConfig(s.AWS), s.queueURL)
-	publisher.Logger = logger
+	client := sqs.NewFromConfig(s.AWS)
+	status := queue.NewPublisher(client, s.queueURL)
+	status.Logger = logger
+	webhooks := queue.NewPublisher(client, s.webhookQueueURL)
+	webhooks.Logger = logger
+	publisher := queue.Router{Status: status, Webhooks: webhooks, Logger: logger}
 
 	// The sweeper works in one transaction or statement at a time.
 	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(s.AWS))
@@ -175,6 +187,7 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		LoginFailures:         db,
 		VerificationRequests:  db,
 		PasswordResetRequests: db,
+		Webhooks:              db,
 	})
 	if err != nil {
 		db.Close()

@@ -19,10 +19,10 @@ import (
 func TestLoadSettings(t *testing.T) {
 	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 	_, err := loadSettings(env(nil))
-	if err == nil || !strings.Contains(err.Error(), "STATUS_EVENTS_QUEUE_URL") {
+	if err == nil || !strings.Contains(err.Error(), "STATUS_EVENTS_QUEUE_URL") || !strings.Contains(err.Error(), "WEBHOOK_EVENTS_QUEUE_URL") {
 		t.Errorf("empty environment: %v; want both missing variables named", err)
 	}
-	base := map[string]string{"DATABASE_URL": "postgres://x", "STATUS_EVENTS_QUEUE_URL": "http://q"}
+	base := map[string]string{"DATABASE_URL": "postgres://x", "STATUS_EVENTS_QUEUE_URL": "http://q", "WEBHOOK_EVENTS_QUEUE_URL": "http://w"}
 	s, err := loadSettings(env(base))
 	if err != nil || s.retention != jobboard.DefaultRetention {
 		t.Errorf("default retention = %v, %v; want %v", s.retention, err, jobboard.DefaultRetention)
@@ -98,7 +98,8 @@ func TestWireBuildsAWorkingSweeper(t *testing.T) {
 	env := map[string]string{
 		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 		"AWS_ENDPOINT_URL_SQS": localaws.SQS(t).Endpoint,
-		"DATABASE_URL":         e.URL, "STATUS_EVENTS_QUEUE_URL": e.QueueURL, "RETENTION_DAYS": "15"}
+		"DATABASE_URL":         e.URL, "STATUS_EVENTS_QUEUE_URL": e.QueueURL, "RETENTION_DAYS": "15",
+		"WEBHOOK_EVENTS_QUEUE_URL": e.QueueURL}
 	var out bytes.Buffer
 	getenv := func(k string) string { return env[k] }
 	s, err := loadSettings(getenv)

@@ -19,7 +19,7 @@ type Config struct {
 	// the load's choices). The report prints it; the same seed gives the
 	// same schedule.
 	Seed int64
-	// BinDir holds prebuilt api, worker and sweeper binaries; empty means
+	// BinDir holds prebuilt api, worker, sweeper and webhook binaries; empty means
 	// build them with `go build` into a temporary folder.
 	BinDir string
 	// LogDir receives one log file per process instance; empty means a

@@ -34,6 +34,9 @@ type stack struct {
 	sqsProxy, sesProxy   *faultproxy.Proxy
 	sqs                  *sqs.Client // straight to the stand-in, never through the proxy
 	queueURL, dlqURL     string
+	// webhookQueueURL is the webhook deliveries' queue (webhook_run.go); the
+	// sweeper needs it in every run.
+	webhookQueueURL string
 
 	fleet   *fleet
 	apiURLs []string
@@ -49,7 +52,7 @@ func buildBinaries(ctx context.Context, dir string) error {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator),
-		"./functions/api", "./functions/worker", "./functions/sweeper")
+		"./functions/api", "./functions/worker", "./functions/sweeper", "./functions/webhook")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
@@ -99,6 +102,10 @@ func startServices(ctx context.Context, cfg Config, st *stack) error {
 	st.sqs = localaws.NewSQSClient(st.sqsServer.Endpoint)
 	st.queueURL, st.dlqURL, err = localaws.CreateQueueWithDLQ(ctx, st.sqs, "status-events",
 		int(cfg.VisibilityTimeout/time.Second), cfg.MaxReceiveCount)
+	if err != nil {
+		return err
+	}
+	st.webhookQueueURL, _, err = localaws.CreateQueueWithDLQ(ctx, st.sqs, "webhook-events", 30, 30)
 	return err
 }
 
@@ -115,6 +122,7 @@ func startProcesses(ctx context.Context, cfg Config, binDir, logDir string, st *
 		"AWS_ENDPOINT_URL_SQS=" + st.sqsProxy.URL,
 		"AWS_ENDPOINT_URL_SESV2=" + st.sesProxy.URL,
 		"STATUS_EVENTS_QUEUE_URL=" + st.queueURL,
+		"WEBHOOK_EVENTS_QUEUE_URL=" + st.webhookQueueURL,
 	}
 	dbEnv := func(appName string) (string, error) {
 		u, err := withDatabase(cfg.ServerURL, st.dbName, appName)

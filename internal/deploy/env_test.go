@@ -36,6 +36,8 @@ var localOnly = map[string]string{
 	"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "standard SDK setting: turns the endpoint variables off",
 	"AWS_ENDPOINT_URL_SQS":                "local SQS stand-in (the SDK reads it too)",
 	"AWS_ENDPOINT_URL_SESV2":              "local SES stand-in (the SDK reads it too)",
+	secret.EnvWebhookSealingKey:           "local runs; on AWS the key is the WEBHOOK_SEALING_KEY_SECRET_ARN secret",
+	"WEBHOOK_ALLOW_INSECURE":              "local development and tests only (http, any port, loopback); never deployed",
 }
 
 // localOnlyFor are local-only variables of one function.
@@ -51,6 +53,12 @@ var localOnlyFor = map[string]map[string]string{
 		"SWEEP_INTERVAL": "the local loop of `make dev`; on AWS the EventBridge schedule sets the pace",
 		"SWEEP_GRACE":    "shortened by `make chaos`; the deployed sweeper keeps the default",
 	},
+	"WebhookFunction": {
+		"LOCAL_INVOCATION_TIMEOUT": "the local poller's deadline; on AWS the function's Timeout",
+		"WEBHOOK_ATTEMPT_TIMEOUT":  "the code's default (10 s) is the deployed value; tests shorten it",
+		"WEBHOOK_BACKOFF_BASE":     "the code's default (20 s) is the deployed value; `make chaos` shortens it",
+		"WEBHOOK_BACKOFF_MAX":      "the code's default (12 h, SQS's longest visibility) is the deployed value; `make chaos` shortens it",
+	},
 }
 
 // templateFirst are variables the template may set for a function before
@@ -64,6 +72,7 @@ var templateFirst = map[string]map[string]string{
 	"WorkerFunction":  {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
 	"SweeperFunction": {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
 	"MigrateFunction": {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
+	"WebhookFunction": {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
 	// Globals give every function the database's settings; the hook never
 	// connects to the database: it invokes the migration function.
 	"PreTrafficHookFunction": {
@@ -88,6 +97,8 @@ var awsenvReads = []string{awsenv.EnvRegion, awsenv.EnvDefaultRegion, awsenv.Env
 var packageReads = map[string]map[string][]string{
 	"github.com/jobboard/jobboard/internal/secret": {
 		"Database":        {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert},
+		"DatabaseAs":      {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert},
+		"WebhookSealer":   {secret.EnvWebhookSealingKey, secret.EnvWebhookSealingKeyARN},
 		"NewJWTKeySource": {secret.EnvJWTSecret, secret.EnvJWTSecretARN},
 	},
 	"github.com/jobboard/jobboard/internal/awsenv": {"Load": awsenvReads},

@@ -167,8 +167,11 @@ func startHook(t *testing.T, rie string, bins map[string]string, apiDB, migrateD
 		return env
 	}
 	h := &hookRun{deploy: &codeDeploy{}}
+	// The API's secrets as the template passes them, here as values: in
+	// Lambda it refuses to start without either key.
 	h.api = startEmulator(t, rie, "ApiFunction", bins["ApiFunction"], with(map[string]string{
-		"DATABASE_URL": apiDB, "JWT_SECRET": strings.Repeat("j", 64), "AWS_LAMBDA_FUNCTION_VERSION": "7"}))
+		"DATABASE_URL": apiDB, "JWT_SECRET": strings.Repeat("j", 64), "WEBHOOK_SEALING_KEY": strings.Repeat("w", 64),
+		"AWS_LAMBDA_FUNCTION_VERSION": "7"}))
 	migrate := startEmulator(t, rie, "MigrateFunction", bins["MigrateFunction"], with(map[string]string{
 		"DATABASE_URL": migrateDB, "AWS_LAMBDA_FUNCTION_VERSION": "3"}))
 	front := &lambdaFront{targets: map[string]*emulator{apiVersionARN: h.api, migrateVersionARN: migrate}, calls: map[string]int{}}

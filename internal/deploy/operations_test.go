@@ -221,9 +221,9 @@ func TestEveryFailureHasAnAlarm(t *testing.T) {
 	}
 }
 
-// Every function publishes a version behind the alias "live"; the API and
-// the worker shift traffic as DeploymentType says, the sweeper at once, all
-// three after the PreTraffic hook and as CodeDeployRole; event sources are
+// Every function publishes a version behind the alias "live"; the API, the
+// worker and the webhook function shift traffic as DeploymentType says, the
+// sweeper at once, all four after the PreTraffic hook and as CodeDeployRole; event sources are
 // SAM events, which SAM connects to the alias. What the deployment groups
 // watch, as translated: TestRollbackAlarmsWatchTheNewVersion.
 func TestDeploysAreGradual(t *testing.T) {
@@ -242,6 +242,7 @@ func TestDeploysAreGradual(t *testing.T) {
 		"ApiFunction":     refPlaceholder("DeploymentType"),
 		"WorkerFunction":  refPlaceholder("DeploymentType"),
 		"SweeperFunction": "AllAtOnce",
+		"WebhookFunction": refPlaceholder("DeploymentType"),
 	} {
 		var p struct {
 			AutoPublishAlias     string `json:"AutoPublishAlias"`

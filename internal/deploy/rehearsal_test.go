@@ -100,12 +100,13 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 		c := translation(t, set)
 		vpc := c.condition(t, "UseVpc")
 		queue := "arn:aws:sqs:us-east-1:123456789012:jobboard-status-events"
+		webhookQueue := "arn:aws:sqs:us-east-1:123456789012:jobboard-webhook-events"
 		secret := c.Values["DatabaseSecretArn"]
 		logs := func(fn string) string { return "log-group:jobboard-" + fn + "Logs-" }
 		want := map[string]map[string][]string{
 			"ApiFunction": {
-				"secretsmanager:GetSecretValue": {secret, "JwtSecret"},
-				"sqs:SendMessage":               {queue},
+				"secretsmanager:GetSecretValue": {secret, "JwtSecret", "WebhookSealingKey"},
+				"sqs:SendMessage":               {queue, webhookQueue},
 			},
 			"WorkerFunction": {
 				"secretsmanager:GetSecretValue": {secret},
@@ -115,7 +116,14 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 			},
 			"SweeperFunction": {
 				"secretsmanager:GetSecretValue": {secret},
-				"sqs:SendMessage":               {queue},
+				"sqs:SendMessage":               {queue, webhookQueue},
+			},
+			// Its queue and its secrets, nothing else: no SES, no other
+			// queue.
+			"WebhookFunction": {
+				"secretsmanager:GetSecretValue": {secret, "WebhookSealingKey"},
+				"sqs:ReceiveMessage":            {webhookQueue}, "sqs:DeleteMessage": {webhookQueue}, "sqs:GetQueueAttributes": {webhookQueue},
+				"sqs:ChangeMessageVisibility": {webhookQueue},
 			},
 			"MigrateFunction": {
 				"secretsmanager:GetSecretValue": {secret},
@@ -224,32 +232,50 @@ func TestSecretsReachFunctionsOnlyAsARNs(t *testing.T) {
 		t.Errorf("parameter DatabaseSecretArn %+v; want no default and a Secrets Manager ARN pattern", p)
 	}
 	eachSet(t, func(t *testing.T, set string) {
-		r := rehearsal(t, set)
-		c := translation(t, set)
-		for fn, f := range r.Functions {
-			var secrets []string
-			for k, v := range f.Environment {
-				s := fmt.Sprint(v)
-				if strings.HasSuffix(k, "_SECRET_ARN") {
-					secrets = append(secrets, s)
-					continue
-				}
-				for _, bad := range []string{"SECRET", "PASSWORD", "TOKEN", "DATABASE_URL", "PRIVATE_KEY"} {
-					if strings.Contains(k, bad) {
-						t.Errorf("%s: %s looks like a secret value; pass a *_SECRET_ARN instead", fn, k)
-					}
-				}
-				if strings.Contains(s, "://") && strings.Contains(s, "@") {
-					t.Errorf("%s: %s = %q carries credentials in a URL", fn, k, s)
-				}
-			}
-			sort.Strings(secrets)
-			got := grantsOf(t, r.Roles[roleOf(t, c, fn)])["secretsmanager:GetSecretValue"]
-			if !slices.Equal(got, secrets) {
-				t.Errorf("%s may read the secrets %v; its environment names %v", fn, got, secrets)
-			}
+		checkSecretGrants(t, rehearsal(t, set), translation(t, set))
+	})
+	// The webhook function's own database login replaces the API's in its
+	// environment and in its grants.
+	t.Run("a webhook login of its own", func(t *testing.T) {
+		t.Parallel()
+		const login = "arn:aws:secretsmanager:us-east-1:123456789012:secret:jobboard-webhooks-GhIjKl"
+		param := "WebhookDatabaseSecretArn=" + login
+		r := rehearsal(t, "defaults", param)
+		checkSecretGrants(t, r, translation(t, "defaults", param))
+		env := r.Functions["WebhookFunction"].Environment
+		if _, api := env["DATABASE_SECRET_ARN"]; api || env["WEBHOOK_DATABASE_SECRET_ARN"] != login {
+			t.Errorf("WebhookFunction's database secrets %v, %v; want its own login alone", env["DATABASE_SECRET_ARN"], env["WEBHOOK_DATABASE_SECRET_ARN"])
 		}
 	})
+}
+
+// checkSecretGrants: each function of the rehearsal gets its secrets only
+// as ARNs, and may read exactly the secrets its environment names.
+func checkSecretGrants(t *testing.T, r *rehearsalReport, c *cfnTemplate) {
+	t.Helper()
+	for fn, f := range r.Functions {
+		var secrets []string
+		for k, v := range f.Environment {
+			s := fmt.Sprint(v)
+			if strings.HasSuffix(k, "_SECRET_ARN") {
+				secrets = append(secrets, s)
+				continue
+			}
+			for _, bad := range []string{"SECRET", "PASSWORD", "TOKEN", "DATABASE_URL", "PRIVATE_KEY"} {
+				if strings.Contains(k, bad) {
+					t.Errorf("%s: %s looks like a secret value; pass a *_SECRET_ARN instead", fn, k)
+				}
+			}
+			if strings.Contains(s, "://") && strings.Contains(s, "@") {
+				t.Errorf("%s: %s = %q carries credentials in a URL", fn, k, s)
+			}
+		}
+		sort.Strings(secrets)
+		got := grantsOf(t, r.Roles[roleOf(t, c, fn)])["secretsmanager:GetSecretValue"]
+		if !slices.Equal(got, secrets) {
+			t.Errorf("%s may read the secrets %v; its environment names %v", fn, got, secrets)
+		}
+	}
 }
 
 // What each function runs with after the deploy: no reserved concurrency
@@ -273,8 +299,8 @@ func TestDeployedFunctionSettings(t *testing.T) {
 		if proxy {
 			wantCert = "system"
 		}
-		if len(r.Functions) != 5 {
-			t.Errorf("functions %v; want the API, the worker, the sweeper, the migration and the hook", len(r.Functions))
+		if len(r.Functions) != 6 {
+			t.Errorf("functions %v; want the API, the worker, the sweeper, the webhook function, the migration and the hook", len(r.Functions))
 		}
 		for fn, f := range r.Functions {
 			got := ""

@@ -348,6 +348,8 @@ func localEnv(t testing.TB, candidateDomain string) (map[string]string, localaws
 		"VERIFY_EMAIL_URL":            "https://app.example/verify-email",
 		"ACCOUNT_RECOVERY_URL":        "https://app.example/reset-password",
 		"STATUS_EVENTS_QUEUE_URL":     q.URL,
+		"WEBHOOK_EVENTS_QUEUE_URL":    localaws.NewTestQueue(t, 200, 30).URL,
+		"WEBHOOK_SEALING_KEY":         strings.Repeat("w", 64),
 		"RETENTION_DAYS":              "30",
 		"LOG_LEVEL":                   "INFO",
 		"AWS_ENDPOINT_URL_SQS":        localaws.SQS(t).Endpoint,

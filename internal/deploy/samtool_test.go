@@ -404,8 +404,8 @@ type policyDocument struct {
 	Statement []map[string]any `json:"Statement"`
 }
 
-// rehearsals holds each set's rehearsal, made once per test process.
-var rehearsals sync.Map // set → *rehearsed
+// rehearsals holds each rehearsal, made once per test process.
+var rehearsals sync.Map // set and params → *rehearsed
 
 type rehearsed struct {
 	once   sync.Once
@@ -413,18 +413,19 @@ type rehearsed struct {
 	err    error
 }
 
-// rehearsal creates set's translated stack in moto, once per test process
-// (the first caller's t holds what it runs on). The stack's custom
+// rehearsal creates set's translated stack in moto, with params
+// ("Key=Value") on top of the set's values, once per test process (the
+// first caller's t holds what it runs on). The stack's custom
 // resource invokes the migration function: it runs under the Lambda
 // emulator, against an empty database of its own.
-func rehearsal(t testing.TB, set string) *rehearsalReport {
+func rehearsal(t testing.TB, set string, params ...string) *rehearsalReport {
 	t.Helper()
-	v, _ := rehearsals.LoadOrStore(set, &rehearsed{})
+	v, _ := rehearsals.LoadOrStore(strings.Join(append([]string{set}, params...), "\x00"), &rehearsed{})
 	r := v.(*rehearsed)
 	r.once.Do(func() {
 		// Stays if rehearse stops t (a failed build or start).
 		r.err = fmt.Errorf("the rehearsal of %s did not finish: see the test that ran it", set)
-		r.err = rehearse(t, set, &r.report)
+		r.err = rehearse(t, set, params, &r.report)
 	})
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -433,14 +434,18 @@ func rehearsal(t testing.TB, set string) *rehearsalReport {
 	return &report
 }
 
-func rehearse(t testing.TB, set string, report *rehearsalReport) error {
+func rehearse(t testing.TB, set string, params []string, report *rehearsalReport) error {
 	bins := buildBootstraps(t, loadTemplate(t), "MigrateFunction")
 	db := pgtest.NewEmptyURL(t)
 	migrate := startEmulator(t, rieBinary(t), "MigrateFunction", bins["MigrateFunction"], map[string]string{
 		"DATABASE_URL": db, "LOG_LEVEL": "INFO", "AWS_REGION": "us-east-1",
 		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_LAMBDA_FUNCTION_TIMEOUT": "120",
 	})
-	out, err := runSamtool("rehearse", set, "--invoke", "MigrateFunction=http://"+migrate.invokeAt)
+	args := []string{"rehearse", set, "--invoke", "MigrateFunction=http://" + migrate.invokeAt}
+	for _, p := range params {
+		args = append(args, "--param", p)
+	}
+	out, err := runSamtool(args...)
 	if err != nil {
 		return fmt.Errorf("%w\nthe migration function's output:\n%s", err, migrate.output.String())
 	}

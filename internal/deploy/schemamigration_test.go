@@ -128,7 +128,7 @@ func reach(deps map[string][]string, from string) map[string]bool {
 // migratedFirst are the functions that must not run on a schema older than
 // their code: their functions, versions and aliases (and so everything
 // that invokes the aliases) come after SchemaMigration.
-var migratedFirst = []string{"ApiFunction", "WorkerFunction", "SweeperFunction"}
+var migratedFirst = []string{"ApiFunction", "WorkerFunction", "SweeperFunction", "WebhookFunction"}
 
 // migrationOrderProblems says what is wrong with SchemaMigration in c:
 // what it invokes and when CloudFormation sends it an Update, and the
@@ -189,8 +189,8 @@ func migrationOrderProblems(t *testing.T, c *cfnTemplate) []string {
 	return problems
 }
 
-// The schema migration comes first: the API, the worker and the sweeper
-// wait for it, on a new stack and on every update, in every parameter set
+// The schema migration comes first: the API, the worker, the sweeper and
+// the webhook function wait for it, on a new stack and on every update, in every parameter set
 // (CloudFormation orders resources by their references and DependsOn).
 func TestSchemaMigrationComesFirst(t *testing.T) {
 	t.Parallel()

@@ -87,7 +87,9 @@ type functionProps struct {
 	Timeout       int             `json:"Timeout"`
 	LoggingConfig json.RawMessage `json:"LoggingConfig"`
 	Environment   struct {
-		Variables map[string]string `json:"Variables"`
+		// Variables are strings, or an intrinsic the raw view keeps
+		// (Fn::If).
+		Variables map[string]any `json:"Variables"`
 	} `json:"Environment"`
 	Policies []any `json:"Policies"`
 	Events   map[string]struct {
@@ -332,7 +334,8 @@ func (tpl *samTemplate) functionProps(t *testing.T, name string) functionProps {
 }
 
 // environment is what function name sees: Globals' variables overlaid with
-// its own (SAM merges the two maps).
+// its own (SAM merges the two maps). A value of its own that is an
+// intrinsic (Fn::If) is given as its JSON.
 func (tpl *samTemplate) environment(t *testing.T, name string) map[string]string {
 	t.Helper()
 	env := map[string]string{}
@@ -343,7 +346,11 @@ func (tpl *samTemplate) environment(t *testing.T, name string) map[string]string
 		}
 	}
 	for k, v := range tpl.functionProps(t, name).Environment.Variables {
-		env[k] = v
+		s, ok := v.(string)
+		if !ok {
+			s = compactJSON(t, mustJSON(t, v))
+		}
+		env[k] = s
 	}
 	return env
 }

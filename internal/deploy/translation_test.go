@@ -221,7 +221,7 @@ func TestCorsTranslatesToAnObject(t *testing.T) {
 		}
 		want := map[string]string{
 			"allowOrigins":  fmt.Sprint(strings.Split(origins, ",")),
-			"allowMethods":  "[GET POST PATCH OPTIONS]",
+			"allowMethods":  "[GET POST PATCH DELETE OPTIONS]",
 			"allowHeaders":  lower(httpapi.CORSAllowHeaders),
 			"exposeHeaders": lower(httpapi.CORSExposeHeaders),
 			"maxAge":        "600",
@@ -276,6 +276,9 @@ var rollbackAlarms = map[string][]string{
 	"ApiFunction":     {"ApiNewVersionErrorsAlarm", "ApiNewVersionServerErrorsAlarm"},
 	"WorkerFunction":  {"WorkerNewVersionErrorsAlarm", "WorkerNewVersionFailedRecordsAlarm", "WorkerNewVersionStoreErrorsAlarm"},
 	"SweeperFunction": nil, // AllAtOnce: nothing to watch
+	// Failed attempts are the receivers' doing: only the version's own
+	// failures roll it back.
+	"WebhookFunction": {"WebhookNewVersionErrorsAlarm", "WebhookNewVersionStoreErrorsAlarm"},
 }
 
 // Every deployment group rolls back on alarms that read the new version

@@ -159,6 +159,13 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 	if err != nil {
 		return err
 	}
+	// The webhook deliveries' queue, as template.yaml's (maxReceiveCount
+	// 30), with the delivery function's Timeout as visibility.
+	webhookQueueURL, _, err := localaws.CreateQueueWithDLQ(ctx, localaws.NewSQSClient(sqsSrv.Endpoint),
+		cfg.Queue.Name+"-webhooks", 30, 30)
+	if err != nil {
+		return err
+	}
 
 	apiPort := cfg.APIPort
 	if apiPort == 0 {
@@ -183,6 +190,12 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		"DATABASE_URL=" + dbURL,
 		"JWT_SECRET=" + randomSecret(),
 		"STATUS_EVENTS_QUEUE_URL=" + queueURL,
+		"WEBHOOK_EVENTS_QUEUE_URL=" + webhookQueueURL,
+		// One sealing key for the API, which seals the endpoints' secrets,
+		// and the delivery function, which opens them; local endpoints
+		// (http on localhost) are allowed.
+		"WEBHOOK_SEALING_KEY=" + randomSecret(),
+		"WEBHOOK_ALLOW_INSECURE=true",
 		"MAIL_FROM=" + MailFrom,
 		// The front end a verification or reset link opens; set here too
 		// (the worker's local defaults are the same) so that `make invoke`
@@ -217,7 +230,7 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 	if err := (&apiclient.Client{BaseURL: st.APIURL}).WaitReady(ctx); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
-	for _, name := range []string{"worker", "sweeper"} {
+	for _, name := range []string{"worker", "sweeper", "webhook"} {
 		if err := children.start(ctx, name, filepath.Join(cfg.BinDir, name), st.Env); err != nil {
 			return err
 		}

@@ -32,7 +32,7 @@ const repoRoot = "../.."
 func buildFunctions(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", bin+"/", "./functions/api", "./functions/worker", "./functions/sweeper")
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", bin+"/", "./functions/api", "./functions/worker", "./functions/sweeper", "./functions/webhook")
 	build.Dir = repoRoot
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -45,6 +45,10 @@ func buildFunctions(t *testing.T) string {
 // state file in a temporary folder.
 func testConfig(t *testing.T, bin, dbURL string) Config {
 	t.Helper()
+	// As the server's administrator, as `make dev` runs: the webhook
+	// delivery function sets the role jobboard_webhooks for its sessions,
+	// which pgtestdb's test user may not.
+	dbURL = pgtest.AdminURL(t, dbURL)
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)

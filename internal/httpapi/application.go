@@ -28,10 +28,12 @@ func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	r, notes := withOutboxNotes(r)
 	app, err := s.applications.Apply(r.Context(), a, jobID, in)
 	if err != nil {
 		return fmt.Errorf("apply to job %d: %w", jobID, err)
 	}
+	s.relayNoted(r, notes)
 	w.Header().Set("Location", "/v1/applications/"+strconv.FormatInt(app.ID, 10))
 	return writeApplication(w, http.StatusCreated, app)
 }
@@ -135,6 +137,7 @@ func (s *server) changeStatus(w http.ResponseWriter, r *http.Request) error {
 	if change.IfVersion, err = s.ifVersion(r.Context(), a, id, cond); err != nil {
 		return err
 	}
+	r, notes := withOutboxNotes(r)
 	app, ev, err := s.applications.ChangeStatus(r.Context(), a, id, change)
 	if err != nil {
 		return fmt.Errorf("change status of application %d to %s: %w", id, in.Status, err)
@@ -142,6 +145,7 @@ func (s *server) changeStatus(w http.ResponseWriter, r *http.Request) error {
 	if ev != nil {
 		afterCommit(r, func() { s.relayEvent(r, *ev) })
 	}
+	s.relayNoted(r, notes)
 	return writeApplication(w, http.StatusOK, app)
 }
 

@@ -46,6 +46,9 @@ const (
 	// client logs in; a repeated login signs in again. The key is checked
 	// (400 when malformed) and otherwise ignored. See docs/api.md.
 	keysIgnored
+	// keysSecretAnswer: keys per user, for an answer that shows a webhook
+	// signing secret: it is stored with the secret sealed (webhook.go).
+	keysSecretAnswer
 )
 
 // errKeyReused answers a key sent again with a different request.
@@ -127,7 +130,7 @@ func (s *server) keyed(policy keyPolicy, h apiFunc) apiFunc {
 			return err
 		}
 		req := jobboard.IdempotentRequest{Scope: scope, Key: key, Fingerprint: fp}
-		if replayed, err := s.replay(w, r, req, body); replayed || err != nil {
+		if replayed, err := s.replay(w, r, req, body, policy); replayed || err != nil {
 			return err
 		}
 
@@ -140,15 +143,21 @@ func (s *server) keyed(policy keyPolicy, h apiFunc) apiFunc {
 		rec := newRecorder()
 		if err := h(rec, inner); err != nil {
 			write.Rollback(ctx)
-			return s.keyConflict(w, r, req, body, err)
+			return s.keyConflict(w, r, req, body, policy, err)
 		}
 		if rec.status < 200 || rec.status > 299 {
 			write.Rollback(ctx)
 			rec.writeTo(w)
 			return nil
 		}
-		if err := write.Commit(ctx, rec.answer(req.Fingerprint)); err != nil {
-			return s.keyConflict(w, r, req, body, fmt.Errorf("keyed write: %w", err))
+		answer := rec.answer(req.Fingerprint)
+		if policy == keysSecretAnswer {
+			if answer.Body, err = s.sealSecretAnswer(answer.Body); err != nil {
+				return err
+			}
+		}
+		if err := write.Commit(ctx, answer); err != nil {
+			return s.keyConflict(w, r, req, body, policy, fmt.Errorf("keyed write: %w", err))
 		}
 		hooks.run()
 		rec.writeTo(w)
@@ -159,11 +168,11 @@ func (s *server) keyed(policy keyPolicy, h apiFunc) apiFunc {
 // keyConflict answers an error of a keyed write. When the key was taken by
 // a concurrent request, that request's answer is replayed if it has been
 // stored meanwhile; otherwise the error stands (409 with Retry-After).
-func (s *server) keyConflict(w http.ResponseWriter, r *http.Request, req jobboard.IdempotentRequest, body []byte, err error) error {
+func (s *server) keyConflict(w http.ResponseWriter, r *http.Request, req jobboard.IdempotentRequest, body []byte, policy keyPolicy, err error) error {
 	if !errors.Is(err, jobboard.ErrIdempotencyKeyInUse) {
 		return err
 	}
-	if replayed, rerr := s.replay(w, r, req, body); replayed || rerr != nil {
+	if replayed, rerr := s.replay(w, r, req, body, policy); replayed || rerr != nil {
 		return rerr
 	}
 	w.Header().Set("Retry-After", idempotencyRetryAfter)
@@ -171,9 +180,10 @@ func (s *server) keyConflict(w http.ResponseWriter, r *http.Request, req jobboar
 }
 
 // replay writes the answer stored under req's key, when there is one for
-// the same request (body is the request's). Errors: errKeyReused for
-// another request, the store's and the key source's errors.
-func (s *server) replay(w http.ResponseWriter, r *http.Request, req jobboard.IdempotentRequest, body []byte) (bool, error) {
+// the same request (body is the request's; policy the route's, which says
+// whether the stored answer holds a sealed secret). Errors: errKeyReused
+// for another request, the store's and the key source's errors.
+func (s *server) replay(w http.ResponseWriter, r *http.Request, req jobboard.IdempotentRequest, body []byte, policy keyPolicy) (bool, error) {
 	stored, err := s.idempotency.StoredResponse(r.Context(), req.Scope, req.Key)
 	switch {
 	case errors.Is(err, jobboard.ErrNotFound):
@@ -193,6 +203,11 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request, req jobboard.Ide
 		return false, err
 	case !same:
 		return false, errKeyReused
+	}
+	if policy == keysSecretAnswer {
+		if stored.Body, err = s.openSecretAnswer(stored.Body); err != nil {
+			return false, fmt.Errorf("replay: %w", err)
+		}
 	}
 	h := w.Header()
 	h.Set(idempotentReplayed, "true")

@@ -47,6 +47,9 @@ const (
 	kindInvalidResetToken = "invalid-password-reset-token"
 	kindResetTokenExpired = "password-reset-token-expired"
 	kindResetTokenUsed    = "password-reset-token-used"
+
+	kindTooManyWebhookEndpoints = "too-many-webhook-endpoints"
+	kindWebhookEndpointDisabled = "webhook-endpoint-disabled"
 )
 
 // problem is an RFC 9457 problem details object. Errors (field-level detail)
@@ -166,6 +169,10 @@ var errorKinds = []struct {
 		"The password reset link has expired; ask for a new one."},
 	{jobboard.ErrPasswordResetTokenUsed, http.StatusGone, kindResetTokenUsed,
 		"The password reset link has been used, or the password has been reset since it was sent."},
+	{jobboard.ErrTooManyWebhookEndpoints, http.StatusConflict, kindTooManyWebhookEndpoints,
+		"The company has the most webhook endpoints allowed (20); delete one first."},
+	{jobboard.ErrWebhookEndpointDisabled, http.StatusConflict, kindWebhookEndpointDisabled,
+		"The webhook endpoint is disabled; enable it (PATCH enabled: true) first."},
 }
 
 // problemFor turns any error a handler returns into the problem to answer.

@@ -35,6 +35,16 @@ func (s *server) addRoutes() {
 	s.add("GET /v1/applications/{id}", s.application)
 	s.add("PATCH /v1/applications/{id}", s.changeStatus)
 	s.add("GET /v1/applications/{id}/history", s.history)
+
+	s.addKeyed("POST /v1/companies/{id}/webhooks", keysSecretAnswer, s.createWebhook)
+	s.add("GET /v1/companies/{id}/webhooks", s.listWebhooks)
+	s.add("GET /v1/companies/{id}/webhooks/{wid}", s.getWebhook)
+	s.add("PATCH /v1/companies/{id}/webhooks/{wid}", s.updateWebhook)
+	s.add("DELETE /v1/companies/{id}/webhooks/{wid}", s.deleteWebhook)
+	s.addKeyed("POST /v1/companies/{id}/webhooks/{wid}/rotate-secret", keysSecretAnswer, s.rotateWebhookSecret)
+	s.add("POST /v1/companies/{id}/webhooks/{wid}/ping", s.pingWebhook)
+	s.add("GET /v1/companies/{id}/webhooks/{wid}/deliveries", s.webhookDeliveries)
+	s.add("POST /v1/companies/{id}/webhooks/{wid}/deliveries/{did}/replay", s.replayWebhookDelivery)
 }
 
 // add registers an apiFunc under a Go 1.22 pattern and remembers the

@@ -104,6 +104,14 @@ type Config struct {
 	// FunctionVersion is the Lambda function version serving (see
 	// Metrics); empty outside Lambda.
 	FunctionVersion string
+
+	// Webhooks keeps the companies' webhook endpoints and their delivery
+	// log, and WebhookSealer seals their signing secrets; without both the
+	// webhook routes answer 503. WebhookURLs is what an endpoint's URL may
+	// be (the zero value: https on 443, no internal address).
+	Webhooks      jobboard.WebhookStore
+	WebhookSealer jobboard.SecretSealer
+	WebhookURLs   jobboard.WebhookURLPolicy
 }
 
 // relayTimeout bounds the fast-path publish of a status event. It runs
@@ -147,6 +155,11 @@ type server struct {
 	// password reset emails.
 	verificationPolicy jobboard.VerificationPolicy
 	resetPolicy        jobboard.VerificationPolicy
+
+	// webhooks, webhookSealer and webhookURLs are Config's.
+	webhooks      jobboard.WebhookStore
+	webhookSealer jobboard.SecretSealer
+	webhookURLs   jobboard.WebhookURLPolicy
 }
 
 // NewServer returns the HTTP handler of the job-board API: every route of
@@ -224,6 +237,10 @@ func newServer(cfg Config) *server {
 		clientAddress:      cfg.ClientAddress,
 		verificationPolicy: cfg.VerificationPolicy,
 		resetPolicy:        cfg.PasswordResetPolicy,
+
+		webhooks:      cfg.Webhooks,
+		webhookSealer: cfg.WebhookSealer,
+		webhookURLs:   cfg.WebhookURLs,
 	}
 	s.addRoutes()
 	return s

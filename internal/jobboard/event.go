@@ -51,7 +51,17 @@ type Event struct {
 	// user.email_verification_requested: the account whose address to
 	// verify. user.password_reset_requested: the account whose password to
 	// reset, or zero when no account had the address.
+	// webhook.endpoint_disabled: the member to tell.
 	UserID int64 `json:"user_id,omitempty"`
+
+	// webhook.delivery_requested: the delivery to attempt, and the dispatch
+	// (Generation) this message belongs to. webhook.endpoint_disabled: the
+	// endpoint and its company. See webhook_event.go.
+	DeliveryID int64  `json:"delivery_id,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+	EndpointID int64  `json:"endpoint_id,omitempty"`
+	CompanyID  int64  `json:"company_id,omitempty"`
+	Reason     string `json:"reason,omitempty"`
 }
 
 // requiredFields checks, per event type, the fields that type must carry;

@@ -20,8 +20,12 @@ var allowedInternal = map[string][]string{
 	"internal/mail":     {"internal/jobboard"},
 	"internal/worker":   {"internal/jobboard", "internal/emf"},
 	"internal/outbox":   {"internal/jobboard", "internal/emf"},
-	"internal/emf":      {},
-	"internal/localaws": {},
+	// The webhook delivery function's handler and client, and the
+	// receivers its tests and the chaos run use.
+	"internal/webhook":             {"internal/jobboard", "internal/emf"},
+	"internal/webhook/webhooktest": {},
+	"internal/emf":                 {},
+	"internal/localaws":            {},
 	// The local stand-in for the Lambda event source mapping: linked into
 	// the worker for its local mode, so it must not pull in the stand-ins'
 	// launchers and test helpers (package localaws).

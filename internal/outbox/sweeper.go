@@ -70,6 +70,11 @@ type SweeperConfig struct {
 	// failure is older than jobboard.DefaultLoginPolicy.ResetAfter deleted
 	// on every sweep: the next failure would start such a count again.
 	LoginFailures jobboard.LoginFailureRetention
+	// Webhooks, when set, has the webhook delivery log measured on every
+	// sweep (metrics WebhookPendingDeliveries,
+	// WebhookOldestUnattemptedSeconds, WebhookDisabledEndpoints) and its
+	// events older than the retention deleted, with their deliveries.
+	Webhooks jobboard.WebhookLogRetention
 }
 
 // Sweeper publishes the events the relay missed and applies the retention.
@@ -143,6 +148,10 @@ type Report struct {
 	// PasswordResetRequestsDeleted counts the password reset requests the
 	// retention removed.
 	PasswordResetRequestsDeleted int64 `json:"password_reset_requests_deleted"`
+	// Webhooks is the webhook delivery log after the sweep, and
+	// WebhookEventsDeleted the events the retention removed.
+	Webhooks             jobboard.WebhookBacklog `json:"-"`
+	WebhookEventsDeleted int64                   `json:"webhook_events_deleted"`
 }
 
 // Sweep publishes the rows left unpublished after the grace period, in
@@ -231,7 +240,24 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 			errs = append(errs, fmt.Errorf("sweep: %w", err))
 		}
 	}
+	if s.c.Webhooks != nil {
+		errs = append(errs, s.sweepWebhooks(ctx, &r)...)
+	}
 	return r, errors.Join(errs...)
+}
+
+// sweepWebhooks measures the webhook delivery log and applies the
+// retention to it.
+func (s *Sweeper) sweepWebhooks(ctx context.Context, r *Report) []error {
+	var errs []error
+	var err error
+	if r.Webhooks, err = s.c.Webhooks.WebhookBacklog(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("sweep: %w", err))
+	}
+	if r.WebhookEventsDeleted, err = s.c.Webhooks.DeleteOldWebhookEvents(ctx, s.c.Retention, s.c.DeleteBatch); err != nil {
+		errs = append(errs, fmt.Errorf("sweep: %w", err))
+	}
+	return errs
 }
 
 // Handle is the sweeper function's Lambda handler: EventBridge Scheduler
@@ -242,12 +268,20 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 // count as failed in the Lambda metrics.
 func (s *Sweeper) Handle(ctx context.Context, _ events.EventBridgeEvent) (Report, error) {
 	r, err := s.Sweep(ctx)
-	emf.Write(s.c.Metrics, "sweeper", s.c.Now(),
-		emf.Metric{Name: "EventsPublished", Unit: emf.Count, Value: float64(r.Published)},
-		emf.Metric{Name: "OutboxExpired", Unit: emf.Count, Value: float64(len(r.Expired))},
-		emf.Metric{Name: "OutboxBacklog", Unit: emf.Count, Value: float64(r.Backlog.Count)},
-		emf.Metric{Name: "OutboxOldestAgeSeconds", Unit: emf.Seconds, Value: r.Backlog.OldestAge.Seconds()},
-	)
+	metrics := []emf.Metric{
+		{Name: "EventsPublished", Unit: emf.Count, Value: float64(r.Published)},
+		{Name: "OutboxExpired", Unit: emf.Count, Value: float64(len(r.Expired))},
+		{Name: "OutboxBacklog", Unit: emf.Count, Value: float64(r.Backlog.Count)},
+		{Name: "OutboxOldestAgeSeconds", Unit: emf.Seconds, Value: r.Backlog.OldestAge.Seconds()},
+	}
+	if s.c.Webhooks != nil {
+		metrics = append(metrics,
+			emf.Metric{Name: "WebhookPendingDeliveries", Unit: emf.Count, Value: float64(r.Webhooks.Pending)},
+			emf.Metric{Name: "WebhookOldestUnattemptedSeconds", Unit: emf.Seconds, Value: r.Webhooks.OldestUnattempted.Seconds()},
+			emf.Metric{Name: "WebhookDisabledEndpoints", Unit: emf.Count, Value: float64(r.Webhooks.DisabledEndpoints)},
+		)
+	}
+	emf.Write(s.c.Metrics, "sweeper", s.c.Now(), metrics...)
 	attrs := []slog.Attr{
 		slog.Int("published", r.Published),
 		slog.Int("failed", r.Failed),
@@ -259,6 +293,11 @@ func (s *Sweeper) Handle(ctx context.Context, _ events.EventBridgeEvent) (Report
 		slog.Int64("idempotency_keys_deleted", r.IdempotencyKeysDeleted),
 		slog.Int64("login_failures_deleted", r.LoginFailuresDeleted),
 		slog.Int64("verification_requests_deleted", r.VerificationRequestsDeleted),
+	}
+	if s.c.Webhooks != nil {
+		attrs = append(attrs, slog.Int64("webhook_pending", r.Webhooks.Pending),
+			slog.Duration("webhook_oldest_unattempted", r.Webhooks.OldestUnattempted),
+			slog.Int64("webhook_events_deleted", r.WebhookEventsDeleted))
 	}
 	if err != nil {
 		s.c.Logger.LogAttrs(ctx, slog.LevelError, "sweep failed", append(attrs, slog.String("error", err.Error()))...)

@@ -19,9 +19,15 @@ const applicationColumns = `a.id, a.job_id, a.candidate_id, a.cover_letter, a.st
 	a.created_at, a.updated_at`
 
 func scanApplication(row pgx.CollectableRow) (jobboard.Application, error) {
+	return scanApplicationWith(row)
+}
+
+// scanApplicationWith is scanApplication for a row with more columns after
+// the application's, read into extra.
+func scanApplicationWith(row pgx.CollectableRow, extra ...any) (jobboard.Application, error) {
 	var a jobboard.Application
-	err := row.Scan(&a.ID, &a.JobID, &a.CandidateID, &a.CoverLetter, &a.Status, &a.Version,
-		&a.CreatedAt, &a.UpdatedAt)
+	err := row.Scan(append([]any{&a.ID, &a.JobID, &a.CandidateID, &a.CoverLetter, &a.Status, &a.Version,
+		&a.CreatedAt, &a.UpdatedAt}, extra...)...)
 	return a, err
 }
 
@@ -69,8 +75,16 @@ func (db *DB) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na j
 	if err != nil {
 		return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, err)
 	}
-	rows, _ := q.Query(ctx, applySQL, jobID, actor.UserID, na.CoverLetter, actor.PasswordChangedAt)
-	a, err := pgx.CollectExactlyOneRow(rows, scanApplication)
+	// The statement writes the application.submitted webhook event too,
+	// when the company has an endpoint that wants it (webhook_emit.go).
+	var emitted []string
+	rows, _ := q.Query(ctx, applyEmittingSQL, jobID, actor.UserID, na.CoverLetter, actor.PasswordChangedAt)
+	a, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (jobboard.Application, error) {
+		return scanApplicationWith(row, &emitted)
+	})
+	if err == nil {
+		err = noteEmitted(ctx, emitted)
+	}
 	switch {
 	case err == nil:
 		return a, nil
@@ -248,8 +262,9 @@ INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($1, $2, $
 // jobboard.ErrSessionRevoked.
 func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.Event, error) {
 	var (
-		app   jobboard.Application
-		event *jobboard.Event
+		app     jobboard.Application
+		event   *jobboard.Event
+		emitted []string
 	)
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		var isCandidate bool
@@ -295,12 +310,19 @@ func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, 
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, changeStatusOutboxSQL, ev.EventID, ev.Type, string(payload), ev.OccurredAt); err != nil {
+		// The outbox row, and the webhook events of the change for the
+		// endpoints that want them (webhook_emit.go), in one statement.
+		err = tx.QueryRow(ctx, changeStatusEmittingSQL, ev.EventID, ev.Type, string(payload), ev.OccurredAt,
+			app.ID, app.CandidateID, app.JobID, old, app.Status, statusWebhookTypes(app.Status)).Scan(&emitted)
+		if err != nil {
 			return fmt.Errorf("insert outbox: %w", err)
 		}
 		event = &ev
 		return nil
 	})
+	if err == nil {
+		err = noteEmitted(ctx, emitted)
+	}
 	if err != nil {
 		return jobboard.Application{}, nil, fmt.Errorf("change status of application %d: %w", id, timeout(ctx, err))
 	}

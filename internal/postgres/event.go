@@ -196,6 +196,9 @@ func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash
 	c := jobboard.Claim{Token: uuid.NewString()}
 	args := []any{ev.EventID, ev.Type, hash, c.Token, lease.Seconds(), ev.ApplicationID}
 	var linkToken string
+	if ev.Type == jobboard.EventTypeWebhookEndpointDisabled {
+		args[5] = ev.UserID // webhook_notice.go
+	}
 	if ttl, ok := linkTokenTTL[ev.Type]; ok {
 		var tokenHash []byte
 		linkToken, tokenHash = jobboard.NewVerificationToken()
@@ -232,6 +235,8 @@ func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash
 		}
 	case userID != nil && expiresAt != nil:
 		c.Recipient = jobboard.RecipientDetails{UserID: *userID, Email: *email, Token: linkToken, ExpiresAt: *expiresAt}
+	case userID != nil && ev.Type == jobboard.EventTypeWebhookEndpointDisabled:
+		c.Recipient = jobboard.RecipientDetails{UserID: *userID, Email: *email}
 	default:
 		return jobboard.Claim{}, false, errors.New("the claim statement returned no target")
 	}

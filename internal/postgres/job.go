@@ -20,14 +20,18 @@ const jobColumns = `j.id, j.company_id, j.title, j.description, j.location, j.re
 	j.employment_type, j.salary_min, j.salary_max, j.salary_currency, j.status,
 	j.created_at, j.updated_at`
 
-func scanJob(row pgx.CollectableRow) (jobboard.Job, error) {
+func scanJob(row pgx.CollectableRow) (jobboard.Job, error) { return scanJobWith(row) }
+
+// scanJobWith is scanJob for a row with more columns after the job's, read
+// into extra.
+func scanJobWith(row pgx.CollectableRow, extra ...any) (jobboard.Job, error) {
 	var (
 		j        jobboard.Job
 		lo, hi   *int64
 		currency *string
 	)
-	err := row.Scan(&j.ID, &j.CompanyID, &j.Title, &j.Description, &j.Location, &j.Remote,
-		&j.EmploymentType, &lo, &hi, &currency, &j.Status, &j.CreatedAt, &j.UpdatedAt)
+	err := row.Scan(append([]any{&j.ID, &j.CompanyID, &j.Title, &j.Description, &j.Location, &j.Remote,
+		&j.EmploymentType, &lo, &hi, &currency, &j.Status, &j.CreatedAt, &j.UpdatedAt}, extra...)...)
 	if err == nil && lo != nil && hi != nil && currency != nil {
 		j.Salary = &jobboard.Salary{Min: *lo, Max: *hi, Currency: *currency}
 	}
@@ -122,14 +126,13 @@ func (db *DB) Job(ctx context.Context, actor *jobboard.Actor, id int64) (jobboar
 	return j, nil
 }
 
-// updateJobSQL applies a patch to a job of a company the actor ($2) is a
-// member of, with a live session ($13), in one statement: each field the
-// patch sets ($3 to $12; NULL or $8 false: not set) replaces the one
-// stored, the others stay, read under the row lock that the update takes,
-// so concurrent patches do not overwrite each other's fields. It moves
+// updateJobSetSQL is the UPDATE and SET of a patch: each field the patch
+// sets ($3 to $12; NULL or $8 false: not set) replaces the one stored, the
+// others stay, read under the row lock that the update takes, so
+// concurrent patches do not overwrite each other's fields. It moves
 // updated_at strictly forward, even for two updates in one microsecond or
 // under a clock step back: it is the job's entity tag.
-var updateJobSQL = `
+const updateJobSetSQL = `
 UPDATE jobs AS j
 SET title = coalesce($3, j.title), description = coalesce($4, j.description),
 	location = coalesce($5, j.location), remote = coalesce($6, j.remote),
@@ -138,10 +141,19 @@ SET title = coalesce($3, j.title), description = coalesce($4, j.description),
 	salary_max = CASE WHEN $8 THEN $10 ELSE j.salary_max END,
 	salary_currency = CASE WHEN $8 THEN $11 ELSE j.salary_currency END,
 	status = coalesce($12, j.status),
-	updated_at = greatest(now(), j.updated_at + interval '1 microsecond')
-WHERE j.id = $1
-  AND EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2)
-  AND ` + liveSession("$2", "$13") + `
+	updated_at = greatest(now(), j.updated_at + interval '1 microsecond')`
+
+// jobMemberSessionSQL is the condition that actor $2, with a live session
+// ($13), is a member of job j's company.
+var jobMemberSessionSQL = `EXISTS (SELECT 1 FROM company_members m WHERE m.company_id = j.company_id AND m.user_id = $2)
+  AND ` + liveSession("$2", "$13")
+
+// updateJobSQL applies a patch (updateJobSetSQL) to a job of a company the
+// actor ($2) is a member of, with a live session ($13), in one statement.
+// A patch that closes the job runs updateJobClosingSQL instead
+// (webhook_emit.go).
+var updateJobSQL = updateJobSetSQL + `
+WHERE j.id = $1 AND ` + jobMemberSessionSQL + `
 RETURNING ` + jobColumns
 
 // UpdateJob applies a patch to a job of a company the actor is a member
@@ -167,11 +179,29 @@ func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p j
 		status = (*string)(p.Status)
 	}
 	lo, hi, currency := salaryArgs(p.Salary)
-	rows, _ := q.Query(ctx, updateJobSQL, id, actor.UserID, p.Title, p.Description, p.Location, p.Remote,
-		employmentType, p.SetSalary, lo, hi, currency, status, actor.PasswordChangedAt)
-	updated, err := pgx.CollectExactlyOneRow(rows, scanJob)
+	args := []any{id, actor.UserID, p.Title, p.Description, p.Location, p.Remote,
+		employmentType, p.SetSalary, lo, hi, currency, status, actor.PasswordChangedAt}
+	var (
+		updated jobboard.Job
+		emitted []string
+	)
+	if p.Status != nil && *p.Status == jobboard.JobClosed {
+		// Closing an open job writes the job.closed webhook event too,
+		// when an endpoint wants it (webhook_emit.go).
+		var was string
+		rows, _ := q.Query(ctx, updateJobClosingSQL, args...)
+		updated, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (jobboard.Job, error) {
+			return scanJobWith(row, &was, &emitted)
+		})
+	} else {
+		rows, _ := q.Query(ctx, updateJobSQL, args...)
+		updated, err = pgx.CollectExactlyOneRow(rows, scanJob)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = refusal(ctx, q, actor, jobboard.ErrNotFound)
+	}
+	if err == nil {
+		err = noteEmitted(ctx, emitted)
 	}
 	if err != nil {
 		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, timeout(ctx, err))

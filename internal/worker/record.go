@@ -32,7 +32,7 @@ const (
 // process handles one record and logs one line about it (two at DEBUG).
 func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage, ev jobboard.Event, decodeErr error) result {
 	if decodeErr == nil && ev.Type != jobboard.EventTypeStatusChanged && ev.Type != jobboard.EventTypeEmailVerificationRequested &&
-		ev.Type != jobboard.EventTypePasswordResetRequested {
+		ev.Type != jobboard.EventTypePasswordResetRequested && ev.Type != jobboard.EventTypeWebhookEndpointDisabled {
 		decodeErr = fmt.Errorf("no handler for event type %q", ev.Type)
 	}
 	if decodeErr != nil {
@@ -75,6 +75,8 @@ func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage,
 // send is step two: the email of the event's type.
 func (h *Handler) send(ctx context.Context, ev jobboard.Event, c jobboard.Claim) (string, error) {
 	switch ev.Type {
+	case jobboard.EventTypeWebhookEndpointDisabled:
+		return sendWebhookNotice(ctx, h.c.Mailer, ev, c) // webhook_notice.go
 	case jobboard.EventTypeEmailVerificationRequested:
 		return h.c.Mailer.SendVerificationEmail(ctx, jobboard.VerificationEmail{
 			EventID:   ev.EventID,
@@ -269,6 +271,8 @@ func emailName(ev jobboard.Event) string {
 		return "verification email"
 	case jobboard.EventTypePasswordResetRequested:
 		return "password reset email"
+	case jobboard.EventTypeWebhookEndpointDisabled:
+		return "webhook notice"
 	}
 	return "status email"
 }

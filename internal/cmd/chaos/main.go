@@ -44,10 +44,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	short := fs.Bool("short", false, "the short configuration (the one `go test` runs) instead of the full one")
 	seed := fs.Int64("seed", 0, "the seed of the fault schedule and the load (0: a random one, printed)")
-	bin := fs.String("bin", "", "a folder with prebuilt api, worker and sweeper binaries (default: build them)")
+	bin := fs.String("bin", "", "a folder with prebuilt api, worker, sweeper and webhook binaries (default: build them)")
 	logs := fs.String("logs", "", "where to keep every process's log and the verdict (default: "+defaultLogs+"/<start time>)")
+	only := fs.String("only", "", "run only one of the runs: email or webhooks (default: both, email first)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if *only != "" && *only != "email" && *only != "webhooks" {
+		return fmt.Errorf("-only %q: want email or webhooks", *only)
 	}
 	cfg := chaos.Full()
 	if *short {
@@ -66,10 +70,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	cfg.BinDir, cfg.LogDir, cfg.Out = *bin, *logs, stdout
 
-	rep, err := chaos.Run(ctx, cfg)
-	if rep != nil {
-		rep.Print(stdout)
+	if *only != "webhooks" {
+		rep, err := chaos.Run(ctx, cfg)
+		if rep == nil {
+			return err
+		}
+		if err := outcome(rep, err, stdout); err != nil {
+			return err
+		}
 	}
+	if *only == "email" {
+		return nil
+	}
+	return runWebhooks(ctx, cfg, *short, stdout)
+}
+
+// report is what both runs' reports do.
+type report interface {
+	Print(io.Writer)
+	Passed() bool
+}
+
+// outcome prints a run's report and turns it into run's error.
+func outcome(rep report, err error, stdout io.Writer) error {
+	rep.Print(stdout)
 	switch {
 	case err != nil:
 		return err
@@ -77,4 +101,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return errFailed
 	}
 	return nil
+}
+
+// runWebhooks is the webhook run (chaos.RunWebhooks) with the email run's
+// server, seed and binaries, keeping its logs in the folder "webhooks" of
+// the email run's.
+func runWebhooks(ctx context.Context, base chaos.Config, short bool, stdout io.Writer) error {
+	cfg := chaos.WebhookFull()
+	if short {
+		cfg = chaos.WebhookShort()
+	}
+	cfg.ServerURL, cfg.Seed, cfg.BinDir, cfg.Out = base.ServerURL, base.Seed, base.BinDir, stdout
+	// Its own folder inside the run's: both runs name their processes'
+	// logs alike (api.1.log).
+	cfg.LogDir = filepath.Join(base.LogDir, "webhooks")
+	rep, err := chaos.RunWebhooks(ctx, cfg)
+	if rep == nil {
+		return err
+	}
+	return outcome(rep, err, stdout)
 }

@@ -276,6 +276,9 @@ func (migrator) Hash() (string, error) {
 }
 
 func (migrator) Migrate(ctx context.Context, _ *sql.DB, c pgtestdb.Config) error {
+	if err := ensureRoles(ctx); err != nil {
+		return err
+	}
 	return schema.Migrate(ctx, c.URL())
 }
 

@@ -1,0 +1,245 @@
+// Command webhook is the webhook delivery Lambda. The SQS event source
+// mapping of the webhook queue (with ReportBatchItemFailures) invokes it
+// with batches of webhook.delivery_requested events; for each it leases
+// the delivery, signs the event's payload with the endpoint's secrets and
+// POSTs it through a client that reaches public addresses only, records the
+// attempt, and backs a failed delivery off through ChangeMessageVisibility
+// (see internal/webhook).
+//
+// Its database access is the role jobboard_webhooks (migration 008): it
+// sets that role for its sessions, so its statements read and write only
+// the webhook tables' columns it needs, whatever user logs in (give it a
+// login of its own for a hard boundary; docs/deploying.md). Of AWS it calls
+// its queue (ChangeMessageVisibility) and Secrets Manager for its secrets.
+//
+// Outside Lambda (AWS_LAMBDA_RUNTIME_API unset, as under `make dev`) the
+// same handler is fed by a local poller that plays the event source mapping
+// against WEBHOOK_EVENTS_QUEUE_URL, until SIGINT or SIGTERM.
+//
+// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required, with
+// the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret)
+// or WEBHOOK_DATABASE_SECRET_ARN (a login of its own, when set);
+// DATABASE_ROLE (the session role, default jobboard_webhooks);
+// DATABASE_QUERY_EXEC_MODE (as the API's);
+// WEBHOOK_EVENTS_QUEUE_URL (required); WEBHOOK_SEALING_KEY, or on AWS
+// WEBHOOK_SEALING_KEY_SECRET_ARN (required: the key that opens the signing
+// secrets, the API's); WEBHOOK_ALLOW_INSECURE (local development only:
+// http, any port, loopback); WEBHOOK_CONCURRENCY (records attempted at
+// once, default 10); WEBHOOK_ATTEMPT_TIMEOUT (default 10s);
+// WEBHOOK_BACKOFF_BASE and WEBHOOK_BACKOFF_MAX (defaults 20s and 12h; the
+// chaos run shortens them); LOCAL_INVOCATION_TIMEOUT (local mode only,
+// default 30s, the function's Timeout in template.yaml); LOG_LEVEL. AWS
+// settings come from the environment (internal/function, internal/awsenv);
+// AWS_ENDPOINT_URL_SQS points the client at a local stand-in.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobboard/jobboard/internal/function"
+	"github.com/jobboard/jobboard/internal/localaws/eventsource"
+	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/queue"
+	"github.com/jobboard/jobboard/internal/secret"
+	"github.com/jobboard/jobboard/internal/webhook"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "webhook:", err)
+		os.Exit(1)
+	}
+}
+
+// The database session, as the worker's: a statement that waits longer than
+// lockTimeout for a lock fails (and is retried), and a session idle inside
+// a transaction longer than idleInTx is ended. poolSize connections serve a
+// whole batch: each record holds one for two short statements, around an
+// HTTP attempt that holds none.
+const (
+	lockTimeout = 5 * time.Second
+	idleInTx    = 10 * time.Second
+	poolSize    = 2
+)
+
+// localTimeout is the default deadline of one local invocation: the
+// function's Timeout in template.yaml.
+const localTimeout = 30 * time.Second
+
+// settings is what run reads from the environment.
+type settings struct {
+	function.Settings
+	queueURL       string
+	role           string
+	allowInsecure  bool
+	concurrency    int
+	attemptTimeout time.Duration
+	backoffBase    time.Duration
+	backoffMax     time.Duration
+	localTimeout   time.Duration
+	// queryExecMode is how statements are sent (DATABASE_QUERY_EXEC_MODE).
+	queryExecMode pgx.QueryExecMode
+}
+
+// loadSettings reads the settings; the error names every variable that is
+// missing or malformed.
+func loadSettings(getenv func(string) string) (settings, error) {
+	shared, err := function.Load(getenv)
+	s := settings{
+		Settings:       shared,
+		queueURL:       getenv("WEBHOOK_EVENTS_QUEUE_URL"),
+		role:           getenv("DATABASE_ROLE"),
+		concurrency:    webhook.DefaultConcurrency,
+		attemptTimeout: webhook.DefaultAttemptTimeout,
+		localTimeout:   localTimeout,
+	}
+	problems := []error{err}
+	if s.queueURL == "" {
+		problems = append(problems, errors.New("WEBHOOK_EVENTS_QUEUE_URL is not set"))
+	}
+	if s.role == "" {
+		s.role = postgres.WebhookRole
+	}
+	if s.queryExecMode, err = postgres.ParseQueryExecMode(getenv("DATABASE_QUERY_EXEC_MODE")); err != nil {
+		problems = append(problems, fmt.Errorf("DATABASE_QUERY_EXEC_MODE: %w", err))
+	}
+	if s.allowInsecure, err = function.ParseFlag("WEBHOOK_ALLOW_INSECURE", getenv("WEBHOOK_ALLOW_INSECURE")); err != nil {
+		problems = append(problems, err)
+	}
+	if v := getenv("WEBHOOK_CONCURRENCY"); v != "" {
+		if s.concurrency, err = strconv.Atoi(v); err != nil || s.concurrency < 1 || s.concurrency > 100 {
+			problems = append(problems, fmt.Errorf("WEBHOOK_CONCURRENCY = %q: want a whole number from 1 to 100", v))
+		}
+	}
+	for _, d := range []struct {
+		name, value string
+		into        *time.Duration
+		min, max    time.Duration
+	}{
+		{"WEBHOOK_ATTEMPT_TIMEOUT", getenv("WEBHOOK_ATTEMPT_TIMEOUT"), &s.attemptTimeout, time.Second, 20 * time.Second},
+		{"WEBHOOK_BACKOFF_BASE", getenv("WEBHOOK_BACKOFF_BASE"), &s.backoffBase, time.Second, time.Hour},
+		{"WEBHOOK_BACKOFF_MAX", getenv("WEBHOOK_BACKOFF_MAX"), &s.backoffMax, time.Second, webhook.DefaultBackoffMax},
+		{"LOCAL_INVOCATION_TIMEOUT", getenv("LOCAL_INVOCATION_TIMEOUT"), &s.localTimeout, 5 * time.Second, 15 * time.Minute},
+	} {
+		if d.value == "" {
+			continue
+		}
+		if *d.into, err = time.ParseDuration(d.value); err != nil || *d.into < d.min || *d.into > d.max {
+			problems = append(problems, fmt.Errorf("%s = %q: want a duration from %v to %v", d.name, d.value, d.min, d.max))
+		}
+	}
+	return s, errors.Join(problems...)
+}
+
+// run is main without the process: it reads the settings, wires the
+// handler and hands it to the Lambda runtime, which does not return, or
+// outside Lambda to a local poller, which returns when ctx ends.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 1 {
+		return fmt.Errorf("unknown command %q: the webhook function takes none", args[1])
+	}
+	s, err := loadSettings(getenv)
+	if err != nil {
+		return err
+	}
+	w, err := wire(ctx, s, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	if !s.Lambda {
+		return w.poller.Run(ctx)
+	}
+	lambda.Start(w.handler.Handle)
+	return nil
+}
+
+// wiring is the function, built.
+type wiring struct {
+	handler *webhook.Handler
+	// poller plays the event source mapping outside Lambda.
+	poller *eventsource.Poller
+	// close releases the database pool.
+	close func()
+}
+
+// wire builds the handler from its settings; getenv names the database and
+// the sealing key (see package secret), stdout takes its log and metric
+// lines.
+func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*wiring, error) {
+	logger := s.Logger(stdout)
+	secrets := secret.NewClient(s.AWS)
+	sealer, err := secret.WebhookSealer(ctx, getenv, secrets)
+	if err != nil {
+		return nil, err
+	}
+	// A login of its own (WEBHOOK_DATABASE_SECRET_ARN), or the API's.
+	databaseURL, creds, err := secret.DatabaseAs(ctx, getenv, secrets, getenv("WEBHOOK_DATABASE_SECRET_ARN"))
+	if err != nil {
+		return nil, err
+	}
+	options := []func(*pgxpool.Config){
+		postgres.WorkerSession(lockTimeout, idleInTx),
+		postgres.SessionRole(s.role),
+		postgres.WithQueryExecMode(s.queryExecMode),
+		func(c *pgxpool.Config) {
+			c.MaxConns = poolSize
+			if c.ConnConfig.RuntimeParams["application_name"] == "" {
+				c.ConnConfig.RuntimeParams["application_name"] = "jobboard-webhooks"
+			}
+		},
+	}
+	if creds != nil { // a rotated password reaches new connections
+		options = append(options, postgres.WithCredentials(creds))
+	}
+	db, err := postgres.Open(ctx, databaseURL, options...)
+	if err != nil {
+		return nil, err
+	}
+	sqsClient := sqs.NewFromConfig(s.AWS)
+	h, err := webhook.New(webhook.Config{
+		Store:           db,
+		Sealer:          sealer,
+		Client:          webhook.NewClient(webhook.ClientConfig{AllowInsecure: s.allowInsecure, Timeout: s.attemptTimeout}),
+		AttemptTimeout:  s.attemptTimeout,
+		Redelivery:      queue.NewRedeliverer(sqsClient, s.queueURL),
+		Concurrency:     s.concurrency,
+		BackoffBase:     s.backoffBase,
+		BackoffMax:      s.backoffMax,
+		Logger:          logger,
+		Metrics:         stdout,
+		FunctionVersion: s.Version,
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &wiring{
+		handler: h,
+		poller: &eventsource.Poller{
+			Client:         sqsClient,
+			QueueURL:       s.queueURL,
+			Handler:        h.Handle,
+			HandlerTimeout: s.localTimeout,
+			FunctionName:   "webhook",
+			Logger:         logger,
+		},
+		close: db.Close,
+	}, nil
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
+	"github.com/jobboard/jobboard/internal/secret"
+	"github.com/jobboard/jobboard/internal/webhook"
+	"github.com/jobboard/jobboard/internal/webhook/webhooktest"
+)
+
+func env(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+
+func TestLoadSettings(t *testing.T) {
+	t.Parallel()
+	if _, err := loadSettings(env(nil)); err == nil || !strings.Contains(err.Error(), "WEBHOOK_EVENTS_QUEUE_URL") {
+		t.Errorf("empty environment: %v; want the queue named", err)
+	}
+	base := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://q"}
+	s, err := loadSettings(env(base))
+	if err != nil || s.role != "jobboard_webhooks" || s.allowInsecure || s.concurrency != webhook.DefaultConcurrency ||
+		s.attemptTimeout != webhook.DefaultAttemptTimeout || s.backoffBase != 0 || s.backoffMax != 0 {
+		t.Errorf("defaults: %+v, %v", s, err)
+	}
+	for name, bad := range map[string][]string{
+		"WEBHOOK_ALLOW_INSECURE":   {"yes please"},
+		"WEBHOOK_CONCURRENCY":      {"0", "101", "ten"},
+		"WEBHOOK_ATTEMPT_TIMEOUT":  {"10", "500ms", "1m"},
+		"WEBHOOK_BACKOFF_BASE":     {"0s", "2h"},
+		"WEBHOOK_BACKOFF_MAX":      {"13h", "-1s"},
+		"LOCAL_INVOCATION_TIMEOUT": {"1s"},
+	} {
+		for _, v := range bad {
+			kv := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://q", name: v}
+			if _, err := loadSettings(env(kv)); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%q: %v; want an error naming it", name, v, err)
+			}
+		}
+	}
+	kv := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://q", "WEBHOOK_ALLOW_INSECURE": "true", "DATABASE_ROLE": "other",
+		"WEBHOOK_BACKOFF_BASE": "1s", "WEBHOOK_BACKOFF_MAX": "2s", "WEBHOOK_ATTEMPT_TIMEOUT": "3s"}
+	if s, err := loadSettings(env(kv)); err != nil || !s.allowInsecure || s.role != "other" || s.backoffMax != 2*time.Second || s.attemptTimeout != 3*time.Second {
+		t.Errorf("set: %+v, %v", s, err)
+	}
+}
+
+// Without the sealing key, or without a database, wiring names what is
+// missing.
+func TestWireNeedsTheKeyAndADatabase(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://127.0.0.1:1/000000000000/q"}
+	s, err := loadSettings(env(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wire(context.Background(), s, env(base), io.Discard); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SEALING_KEY") {
+		t.Errorf("no key: %v", err)
+	}
+	base["WEBHOOK_SEALING_KEY"] = strings.Repeat("k", 32)
+	if _, err := wire(context.Background(), s, env(base), io.Discard); err == nil || !strings.Contains(err.Error(), "DATABASE_URL") {
+		t.Errorf("no database: %v", err)
+	}
+}
+
+// wire builds a handler that delivers, from the environment alone, with
+// its database sessions in the role jobboard_webhooks.
+func TestWireBuildsAWorkingHandler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	key := strings.Repeat("k", 40)
+	sealer, err := secret.NewSealer([]byte(key), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := db.CreateUser(ctx, jobboard.Registration{Email: "boss@example.com", Name: "Boss", Role: jobboard.RoleEmployer}, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	boss := jobboard.Actor{UserID: u.ID, Role: u.Role}
+	company, err := db.CreateCompany(ctx, boss, jobboard.NewCompany{Name: "Acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := webhooktest.NewReceiver(t, nil)
+	whsec := jobboard.NewWebhookSecret()
+	sealed, _ := sealer.Seal([]byte(whsec), jobboard.WebhookSecretContext(company.ID))
+	e, err := db.CreateWebhookEndpoint(ctx, boss, company.ID, jobboard.NewWebhookEndpoint{URL: rc.URL(), EventTypes: []string{"job.closed"}}, sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nctx, notes := jobboard.WithOutboxNotes(ctx)
+	if _, err := db.PingWebhookEndpoint(nctx, boss, company.ID, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	body, err := jobboard.EncodeEvent(notes.Events()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	kv := map[string]string{
+		"WEBHOOK_EVENTS_QUEUE_URL": "http://127.0.0.1:1/000000000000/q", "WEBHOOK_ALLOW_INSECURE": "true",
+		"WEBHOOK_SEALING_KEY": key, "DATABASE_URL": pgtest.AdminURL(t, db.URL),
+		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+	}
+	s, err := loadSettings(env(kv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	w, err := wire(ctx, s, env(kv), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	resp, err := w.handler.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1", Body: string(body)}}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v\n%s", resp, err, out.String())
+	}
+	got := rc.Receipts()
+	if len(got) != 1 || webhooktest.Verify(whsec, got[0].Header, got[0].Body, time.Now()) != nil {
+		t.Fatalf("receiver got %d requests", len(got))
+	}
+	if !strings.Contains(out.String(), `"outcome":"delivered"`) || !strings.Contains(out.String(), `"WebhookDelivered":1`) {
+		t.Errorf("stdout lacks the record line or the EMF line:\n%s", out.String())
+	}
+}
+
+func TestRunRefusesArguments(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), []string{"webhook", "serve"}, env(nil), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("run with an argument: %v", err)
+	}
+}

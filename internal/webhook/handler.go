@@ -1,0 +1,467 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+)
+
+// Defaults of Config.
+const (
+	// DefaultConcurrency is the records of a batch attempted at once: the
+	// whole batch of the event source mapping. The time goes to waiting
+	// on receivers, not to this function.
+	DefaultConcurrency = 10
+	// DefaultBackoffBase is the first retry's delay (before jitter); each
+	// next one doubles, up to DefaultBackoffMax.
+	DefaultBackoffBase = 20 * time.Second
+	// DefaultBackoffMax is the longest delay: SQS's longest visibility
+	// timeout, 12 hours.
+	DefaultBackoffMax = 12 * time.Hour
+	// DefaultTimeout is the deadline of an invocation whose context has
+	// none: the function's Timeout in template.yaml.
+	DefaultTimeout = 30 * time.Second
+	// leaseMargin is how long a lease outlives the attempt that took it:
+	// the recording after it, and the clocks' difference.
+	leaseMargin = 10 * time.Second
+	// recordMargin is kept after the attempt for recording it.
+	recordMargin = 2 * time.Second
+)
+
+// Config is what a Handler needs. Store, Sealer and Client are required.
+type Config struct {
+	// Store leases deliveries and records attempts (postgres.DB, as the
+	// role jobboard_webhooks).
+	Store jobboard.WebhookAttemptStore
+	// Sealer opens the endpoints' signing secrets.
+	Sealer jobboard.SecretSealer
+	// Client sends the requests.
+	Client *Client
+	// AttemptTimeout is the Client's timeout; a record is not started with
+	// less time than it (and a margin) left in the invocation. Zero:
+	// DefaultAttemptTimeout.
+	AttemptTimeout time.Duration
+	// Redelivery gives failed records their backoff (queue.Redeliverer).
+	// Nil: they wait for the queue's visibility timeout.
+	Redelivery jobboard.Redeliverer
+	// Concurrency bounds the records attempted at once. Zero:
+	// DefaultConcurrency.
+	Concurrency int
+	// BackoffBase and BackoffMax shape the retries. Zero: their defaults.
+	BackoffBase, BackoffMax time.Duration
+	// RetryWindow is how long after its dispatch a delivery is retried.
+	// Zero: jobboard.WebhookRetryWindow.
+	RetryWindow time.Duration
+	// DisableAfter disables an endpoint that has failed every attempt for
+	// so long. Zero: jobboard.WebhookDisableAfter.
+	DisableAfter time.Duration
+	// Logger receives one line per record. Nil: discard.
+	Logger *slog.Logger
+	// Metrics receives one EMF line per batch. Nil: discard.
+	Metrics io.Writer
+	// FunctionVersion is the Lambda function version that runs the handler
+	// (function.Settings.Version): the metric line carries it as a
+	// dimension too, so that a deploy's rollback alarms watch the new
+	// version alone. Empty outside Lambda.
+	FunctionVersion string
+	// Now and Jitter are the clock and the source of jitter in [0, 1).
+	Now    func() time.Time
+	Jitter func() float64
+}
+
+// Handler handles batches of delivery requests. It is safe for concurrent
+// use.
+type Handler struct {
+	c Config
+}
+
+// New returns a Handler. Errors: a required dependency is missing or a
+// setting is out of range.
+func New(c Config) (*Handler, error) {
+	if c.Store == nil || c.Sealer == nil || c.Client == nil {
+		return nil, errors.New("webhook: Store, Sealer and Client are required")
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = DefaultBackoffMax
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&c.AttemptTimeout, DefaultAttemptTimeout}, {&c.BackoffBase, min(DefaultBackoffBase, c.BackoffMax)},
+		{&c.RetryWindow, jobboard.WebhookRetryWindow}, {&c.DisableAfter, jobboard.WebhookDisableAfter},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < 0 {
+			return nil, errors.New("webhook: durations must not be negative")
+		}
+	}
+	if c.BackoffMax < 0 || c.BackoffMax > DefaultBackoffMax || c.BackoffBase > c.BackoffMax {
+		return nil, fmt.Errorf("webhook: backoff %v to %v: want base ≤ max ≤ %v", c.BackoffBase, c.BackoffMax, DefaultBackoffMax)
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Concurrency < 0 {
+		return nil, fmt.Errorf("webhook: concurrency %d must be positive", c.Concurrency)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = io.Discard
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Jitter == nil {
+		c.Jitter = rand.Float64
+	}
+	return &Handler{c: c}, nil
+}
+
+// Outcomes of a record, as logged ("outcome") and counted.
+const (
+	outcomeDelivered  = "delivered"
+	outcomeRetry      = "retry"
+	outcomeExhausted  = "retries_exhausted"
+	outcomeGone       = "gone"
+	outcomeMalformed  = "malformed"
+	outcomeStoreError = "store_error"
+	outcomeUnsealable = "secret_unavailable"
+	outcomeNotStarted = "not_started"
+	outcomeLeaseLost  = "lease_lost"
+)
+
+// result is what became of one record.
+type result struct {
+	outcome string
+	// failed records are reported in batchItemFailures and come back after
+	// delay.
+	failed bool
+	delay  time.Duration
+	// attempted: an HTTP attempt was made.
+	attempted bool
+	// disabled: the endpoint was disabled by this record.
+	disabled  bool
+	storeErr  error
+	answered  bool // the database answered
+	statusErr bool // an attempt that failed at the receiver
+}
+
+// Handle attempts the deliveries of a batch, up to Concurrency at once,
+// and reports the ones to retry, each with its backoff. It returns an
+// error, failing the whole batch, only when the database failed for every
+// record (an outage, not a bad record).
+func (h *Handler) Handle(ctx context.Context, batch events.SQSEvent) (events.SQSEventResponse, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	results := make([]result, len(batch.Records))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(h.c.Concurrency, len(batch.Records)) {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = h.process(ctx, batch.Records[i])
+			}
+		})
+	}
+	for i := range batch.Records {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	h.writeMetrics(results)
+	answered, storeErr := 0, error(nil)
+	for _, r := range results {
+		if r.answered {
+			answered++
+		}
+		if r.storeErr != nil && storeErr == nil {
+			storeErr = r.storeErr
+		}
+	}
+	if answered == 0 && storeErr != nil {
+		return events.SQSEventResponse{}, fmt.Errorf("no record of the batch reached the database: %w", storeErr)
+	}
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	var later []jobboard.Redelivery
+	for i, r := range results {
+		if !r.failed {
+			continue
+		}
+		m := batch.Records[i]
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		later = append(later, jobboard.Redelivery{MessageID: m.MessageId, ReceiptHandle: m.ReceiptHandle, After: r.delay})
+	}
+	if h.c.Redelivery != nil && len(later) > 0 {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := h.c.Redelivery.Redeliver(rctx, later); err != nil {
+			// They come back after the visibility timeout instead.
+			h.c.Logger.LogAttrs(ctx, slog.LevelWarn, "could not set the backoff of failed records", slog.String("error", err.Error()))
+		}
+	}
+	return resp, nil
+}
+
+// process handles one record and logs one line about it.
+func (h *Handler) process(ctx context.Context, m events.SQSMessage) result {
+	n := receiveCount(m)
+	ev, err := jobboard.DecodeEvent([]byte(m.Body))
+	if err == nil && ev.Type != jobboard.EventTypeWebhookDelivery {
+		err = fmt.Errorf("no handler for event type %q", ev.Type)
+	}
+	log := h.c.Logger.With(slog.String("message_id", m.MessageId), slog.Int64("delivery_id", ev.DeliveryID),
+		slog.Int64("generation", ev.Generation), slog.Int("receive_count", n))
+	if err != nil {
+		log.LogAttrs(ctx, slog.LevelError, "malformed message; it goes to the dead-letter queue",
+			slog.String("outcome", outcomeMalformed), slog.String("error", err.Error()))
+		return result{outcome: outcomeMalformed, failed: true}
+	}
+	deadline, _ := ctx.Deadline()
+	if deadline.Sub(h.c.Now()) < h.c.AttemptTimeout+recordMargin+time.Second {
+		log.LogAttrs(ctx, slog.LevelWarn, "record not started: the deadline is near", slog.String("outcome", outcomeNotStarted))
+		return result{outcome: outcomeNotStarted, failed: true, delay: time.Second}
+	}
+
+	t, err := h.c.Store.BeginWebhookAttempt(ctx, ev.DeliveryID, ev.Generation, h.c.AttemptTimeout+recordMargin+leaseMargin)
+	if err != nil {
+		log.LogAttrs(ctx, slog.LevelError, "database failed; nothing attempted, will retry",
+			slog.String("outcome", outcomeStoreError), slog.String("error", err.Error()))
+		return result{outcome: outcomeStoreError, failed: true, delay: h.backoff(n), storeErr: err}
+	}
+	log = log.With(slog.String("event_id", t.Event.ID), slog.Int64("endpoint_id", t.EndpointID))
+	switch t.Outcome {
+	case "":
+	case jobboard.TargetBusy:
+		log.LogAttrs(ctx, slog.LevelWarn, "another attempt holds the delivery; will retry after its lease",
+			slog.String("outcome", t.Outcome), slog.Duration("busy_for", t.BusyFor))
+		return result{outcome: t.Outcome, failed: true, answered: true, delay: t.BusyFor + time.Second}
+	default:
+		log.LogAttrs(ctx, slog.LevelInfo, "nothing to attempt", slog.String("outcome", t.Outcome))
+		return result{outcome: t.Outcome, answered: true}
+	}
+
+	keys, err := h.keys(t)
+	if err != nil {
+		// A sealing key this function lacks (a misconfiguration): nothing
+		// to attempt until it is fixed; the lease runs out.
+		log.LogAttrs(ctx, slog.LevelError, "cannot open the endpoint's signing secret; will retry",
+			slog.String("outcome", outcomeUnsealable), slog.String("error", err.Error()))
+		return result{outcome: outcomeUnsealable, failed: true, answered: true, delay: h.backoff(n)}
+	}
+	rec, res := h.attempt(ctx, t, keys, n)
+	return h.record(ctx, log, t, rec, res)
+}
+
+// keys opens the endpoint's signing secrets: the current one, and the
+// previous one while it still signs.
+func (h *Handler) keys(t jobboard.WebhookTarget) ([][]byte, error) {
+	var keys [][]byte
+	for _, sealed := range [][]byte{t.Secret, t.PreviousSecret} {
+		if sealed == nil {
+			continue
+		}
+		secret, err := h.c.Sealer.Open(sealed, jobboard.WebhookSecretContext(t.CompanyID))
+		if err != nil {
+			return nil, err
+		}
+		key, err := jobboard.WebhookSecretKey(string(secret))
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, key)
+	}
+	return keys, nil
+}
+
+// attempt makes the HTTP attempt and decides the delivery's next state.
+func (h *Handler) attempt(ctx context.Context, t jobboard.WebhookTarget, keys [][]byte, receives int) (jobboard.WebhookAttemptRecord, result) {
+	body := t.Event.Payload()
+	at := h.c.Now()
+	resp, err := h.c.Client.Send(ctx, Request{URL: t.URL, ID: t.Event.ID, Timestamp: at, Body: body, Signature: Sign(t.Event.ID, at, body, keys...)})
+	latency := h.c.Now().Sub(at)
+	rec := jobboard.WebhookAttemptRecord{
+		DeliveryID: t.DeliveryID, Generation: t.Generation, Token: t.Token, Trigger: t.Trigger, EndpointID: t.EndpointID,
+		Attempt:      jobboard.WebhookAttempt{AttemptedAt: at, LatencyMS: latency.Milliseconds()},
+		DisableAfter: h.c.DisableAfter,
+	}
+	res := result{attempted: true}
+	if err != nil {
+		rec.Attempt.Error = attemptError(err, h.c.AttemptTimeout)
+	} else {
+		code := resp.StatusCode
+		rec.Attempt.StatusCode = &code
+		rec.Attempt.ResponseBody, rec.Attempt.ResponseTruncated = logged(resp.Body, resp.Truncated)
+	}
+	switch {
+	case err == nil && resp.StatusCode >= 200 && resp.StatusCode <= 299:
+		rec.State, res.outcome = jobboard.DeliveryDelivered, outcomeDelivered
+	case err == nil && resp.StatusCode == http.StatusGone:
+		rec.State, rec.FailureReason, rec.Gone, res.outcome = jobboard.DeliveryFailed, jobboard.FailureGone, true, outcomeGone
+	case h.c.Now().Sub(t.DispatchedAt) >= h.c.RetryWindow:
+		rec.State, rec.FailureReason, res.outcome = jobboard.DeliveryFailed, jobboard.FailureExpired, outcomeExhausted
+	default:
+		delay := h.backoff(receives)
+		if err == nil && resp.RetryAfter > delay {
+			delay = min(resp.RetryAfter, h.c.BackoffMax)
+		}
+		next := h.c.Now().Add(delay)
+		rec.State, rec.NextAttemptAt, res.outcome = jobboard.DeliveryPending, &next, outcomeRetry
+		res.failed, res.delay = true, delay
+	}
+	res.statusErr = res.outcome != outcomeDelivered
+	return rec, res
+}
+
+// record writes the attempt down, retrying a database blip within the
+// invocation. A delivery whose attempt cannot be recorded is retried: its
+// receiver may get it once more, under the same webhook-id, rather than
+// never again.
+func (h *Handler) record(ctx context.Context, log *slog.Logger, t jobboard.WebhookTarget, rec jobboard.WebhookAttemptRecord, res result) result {
+	var out jobboard.WebhookAttemptOutcome
+	rctx, cancel := context.WithTimeout(ctx, recordMargin)
+	defer cancel()
+	err := retryDB(rctx, func() error {
+		var err error
+		out, err = h.c.Store.FinishWebhookAttempt(rctx, rec)
+		return err
+	})
+	attrs := []slog.Attr{slog.String("outcome", res.outcome), slog.Int("attempts", t.Attempts+1),
+		slog.Int64("latency_ms", rec.Attempt.LatencyMS), slog.String("trigger", t.Trigger)}
+	if rec.Attempt.StatusCode != nil {
+		attrs = append(attrs, slog.Int("status_code", *rec.Attempt.StatusCode))
+	}
+	if rec.Attempt.Error != "" {
+		attrs = append(attrs, slog.String("error", rec.Attempt.Error))
+	}
+	if res.failed {
+		attrs = append(attrs, slog.Duration("retry_in", res.delay))
+	}
+	if err != nil {
+		log.LogAttrs(ctx, slog.LevelError, "attempt made, but it could not be recorded; will retry (the receiver may get it again)",
+			append(attrs, slog.String("store_error", err.Error()))...)
+		return result{outcome: outcomeStoreError, failed: true, delay: time.Second, attempted: true, storeErr: err}
+	}
+	res.answered = true
+	res.disabled = out.Disabled
+	if out.Disabled {
+		attrs = append(attrs, slog.String("disabled", out.DisabledReason))
+		log.LogAttrs(ctx, slog.LevelWarn, "endpoint disabled; its company's members are emailed", attrs...)
+	}
+	if out.LeaseLost {
+		// A replay started a newer dispatch meanwhile (its message
+		// carries on), or the lease ran out: this message is done.
+		log.LogAttrs(ctx, slog.LevelWarn, "attempt logged, but the delivery had moved on", append(attrs, slog.String("outcome", outcomeLeaseLost))...)
+		return result{outcome: outcomeLeaseLost, attempted: true, answered: true, statusErr: res.statusErr}
+	}
+	level := slog.LevelInfo
+	if res.outcome != outcomeDelivered {
+		level = slog.LevelWarn
+	}
+	log.LogAttrs(ctx, level, "attempt "+res.outcome, attrs...)
+	return res
+}
+
+// attemptError describes an attempt without an answer, for the delivery
+// log and our logs: without the URL.
+func attemptError(err error, timeout time.Duration) string {
+	var blocked *BlockedAddressError
+	switch {
+	case errors.As(err, &blocked):
+		return blocked.Error()
+	case errors.Is(err, ErrURLNotAllowed):
+		return err.Error()
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		return "no answer within " + timeout.String()
+	}
+	return printable(urlError(err).Error(), jobboard.MaxLoggedResponse)
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// logged returns the start of a body as the log keeps it: at most
+// jobboard.MaxLoggedResponse bytes of valid UTF-8 without NUL.
+func logged(body []byte, truncated bool) (string, bool) {
+	if len(body) > jobboard.MaxLoggedResponse {
+		body, truncated = body[:jobboard.MaxLoggedResponse], true
+	}
+	return printable(string(body), jobboard.MaxLoggedResponse), truncated
+}
+
+func printable(s string, limit int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	for len(s) > limit {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
+}
+
+// backoff is the delay before the next attempt of a delivery that failed
+// on its receives-th receive: BackoffBase doubling per receive up to
+// BackoffMax, with equal jitter (half the step plus a random part of the
+// other half), so that the retries of one outage spread out.
+func (h *Handler) backoff(receives int) time.Duration {
+	step := h.c.BackoffMax
+	if n := receives - 1; n < 40 {
+		step = min(h.c.BackoffMax, h.c.BackoffBase<<max(n, 0))
+		if step <= 0 { // overflow
+			step = h.c.BackoffMax
+		}
+	}
+	return step/2 + time.Duration(h.c.Jitter()*float64(step/2))
+}
+
+// receiveCount is how often SQS has delivered the message, this time
+// included; 1 if unknown.
+func receiveCount(m events.SQSMessage) int {
+	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// retryDB calls op until it succeeds or ctx ends, with a short growing
+// pause: a blip of the database costs a new connection.
+func retryDB(ctx context.Context, op func() error) error {
+	pause := 50 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
