@@ -78,7 +78,7 @@ INVOKE_DIR ?= build/invoke
 ## and a seeded demo. Ctrl-C stops it.
 ## PORT, SQS_PORT, SES_PORT (0: a free port) and DEV_DATABASE move it.
 dev: $(LOCALAWS)
-	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/cmd/dev
+	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/dev/cmd/dev
 	$(WITH_PG) build/dev/dev -bin build/dev -state $(DEV_STATE)
 
 ## chaos: the email promise under faults (see internal/dev/chaos): the whole
@@ -88,7 +88,7 @@ dev: $(LOCALAWS)
 ## delivery functions die and freeze. CHAOS_FLAGS passes flags, e.g.
 ## CHAOS_FLAGS='-seed 42', '-short' or '-only webhooks'.
 chaos: $(LOCALAWS)
-	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/cmd/chaos
+	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/dev/cmd/chaos
 	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
 
 ## test: lint, govulncheck against the pinned vulnerability database (the
@@ -168,7 +168,7 @@ bench: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 COLDSTART_ROUNDS ?= 20
 coldstart: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -count=1 -v -run '^TestBootstrapsFitTheSizeAim$$' \
-		-bench '^BenchmarkColdStart$$' -benchtime $(COLDSTART_ROUNDS)x ./internal/deploy
+		-bench '^BenchmarkColdStart$$' -benchtime $(COLDSTART_ROUNDS)x ./internal/dev/deploy
 
 ## fuzz: every fuzz target (func FuzzX in a _test.go file) for FUZZTIME
 ## each, one after the other, e.g. `make fuzz FUZZTIME=30s`. Their seed
@@ -200,14 +200,14 @@ $(AWS_LAMBDA_RIE):
 FUNCTION_DIR = $(shell echo '$(FUNCTION)' | sed 's/Function$$//' | tr '[:upper:]' '[:lower:]')
 invoke: $(AWS_LAMBDA_RIE)
 	@[ -n "$(FUNCTION)" ] && [ -n "$(EVENT)" ] || { echo 'usage: make invoke FUNCTION=WorkerFunction EVENT=events/sqs-status-event.json' >&2; exit 2; }
-	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/cmd/devloop ./functions/$(FUNCTION_DIR)
+	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/dev/cmd/devloop ./functions/$(FUNCTION_DIR)
 	$(INVOKE_DIR)/devloop invoke -state $(DEV_STATE) -rie $(AWS_LAMBDA_RIE) -bootstrap $(INVOKE_DIR)/$(FUNCTION_DIR) $(FUNCTION) $(EVENT)
 
 ## poison: put a message that is not an event on the running `make dev`'s
 ## queue and watch it reach the dead-letter queue (seconds; see
 ## docs/development.md).
 poison:
-	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/cmd/devloop
+	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/dev/cmd/devloop
 	$(INVOKE_DIR)/devloop poison -state $(DEV_STATE)
 
 ## migrate: apply the schema migrations to the database at DATABASE_URL (or
@@ -215,7 +215,7 @@ poison:
 ## themselves, the first one included (MigrateFunction, run by the custom
 ## resource SchemaMigration and again by the PreTraffic hook).
 migrate:
-	$(GO) run ./internal/cmd/migrate
+	$(GO) run ./internal/dev/cmd/migrate
 
 ## localaws: install the SQS and SES stand-ins used by tests and `make dev`.
 localaws: $(LOCALAWS)

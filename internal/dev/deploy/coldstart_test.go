@@ -67,7 +67,7 @@ const workerFloor = "workerfloor"
 func buildBaseline(tb testing.TB, name string, env ...string) string {
 	tb.Helper()
 	bin := filepath.Join(tb.TempDir(), name)
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bin, "./internal/deploy/testdata/"+name)
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bin, "./internal/dev/deploy/testdata/"+name)
 	cmd.Dir = repoRoot
 	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -111,8 +111,8 @@ func TestMakeBuildBuildsEveryFunction(t *testing.T) {
 func TestMakeMigrateRunsTheMigrateCommand(t *testing.T) {
 	t.Parallel()
 	out := strings.TrimSpace(makeDryRun(t, "migrate"))
-	if !regexp.MustCompile(`(^|\s)run \./internal/cmd/migrate$`).MatchString(out) {
-		t.Errorf("make migrate runs %q; want `go run ./internal/cmd/migrate`", out)
+	if !regexp.MustCompile(`(^|\s)run \./internal/dev/cmd/migrate$`).MatchString(out) {
+		t.Errorf("make migrate runs %q; want `go run ./internal/dev/cmd/migrate`", out)
 	}
 	data, err := os.ReadFile(templatePath)
 	if err != nil {
