@@ -80,7 +80,7 @@ type snsEnvelope struct {
 func Decode(body []byte) (jobboard.Feedback, error) {
 	var env snsEnvelope
 	if err := json.Unmarshal(body, &env); err != nil {
-		return jobboard.Feedback{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return jobboard.Feedback{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if env.Type == "Notification" && env.Message != nil {
 		body = []byte(*env.Message)
@@ -88,7 +88,7 @@ func Decode(body []byte) (jobboard.Feedback, error) {
 	var e sesEvent
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&e); err != nil {
-		return jobboard.Feedback{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return jobboard.Feedback{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	kind := e.EventType
 	if kind == "" {

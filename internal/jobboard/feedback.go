@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// OutcomeSuppressed: the recipient's address is on the suppression list (a
-// hard bounce or a complaint came back for it), so the email is not sent.
-// The claim is finished; the rule working as meant, not a fault.
+// OutcomeSuppressed is the outcome of an email whose recipient's address
+// is on the suppression list (a hard bounce or a complaint came back for
+// it): not sent, the claim finished; the rule working as meant, not a
+// fault.
 const OutcomeSuppressed EventOutcome = "suppressed"
 
 // FeedbackKind is what the mail service reported about one email.
