@@ -100,7 +100,7 @@ chaos: $(LOCALAWS)
 PROXY_QUERY_EXEC_MODE ?= exec
 test: lint vuln-pinned $(LOCALAWS) $(WEBHOOK_VERIFIER) $(AWS_LAMBDA_RIE)
 	JOBBOARD_PYTHON=$$($(PYTOOLS)) && export JOBBOARD_PYTHON && \
-	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) bash -c '$(GO) test -race -count=1 ./... && \
+	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) bash -c '$(GO) test -race -count=1 -timeout 30m ./... && \
 		TEST_DATABASE_QUERY_EXEC_MODE=$(PROXY_QUERY_EXEC_MODE) $(GO) test -race -count=1 ./internal/postgres/...'
 
 ## vuln: govulncheck over every package against the public vulnerability
