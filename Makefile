@@ -60,7 +60,7 @@ LAMBDA_GOFLAGS := GOTOOLCHAIN=$(GO_TOOLCHAIN) CGO_ENABLED=0 GOOS=linux GOARCH=ar
 LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
 .PHONY: dev test lint pytools bench coldstart fuzz migrate build localaws rie invoke poison chaos vuln vuln-pinned
-.PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction build-WebhookFunction build-MigrateFunction build-PreTrafficHookFunction
+.PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction build-WebhookFunction build-FeedbackFunction build-MigrateFunction build-PreTrafficHookFunction
 
 # `make dev`, `make invoke` and the emulator tests build the functions for
 # this machine with the same flags (those of the Lambda builds, less the
@@ -78,7 +78,7 @@ INVOKE_DIR ?= build/invoke
 ## and a seeded demo. Ctrl-C stops it.
 ## PORT, SQS_PORT, SES_PORT (0: a free port) and DEV_DATABASE move it.
 dev: $(LOCALAWS)
-	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/dev/cmd/dev
+	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./functions/feedback ./internal/dev/cmd/dev
 	$(WITH_PG) build/dev/dev -bin build/dev -state $(DEV_STATE)
 
 ## chaos: the email promise under faults (see internal/dev/chaos): the whole
@@ -88,7 +88,7 @@ dev: $(LOCALAWS)
 ## delivery functions die and freeze. CHAOS_FLAGS passes flags, e.g.
 ## CHAOS_FLAGS='-seed 42', '-short' or '-only webhooks'.
 chaos: $(LOCALAWS)
-	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/dev/cmd/chaos
+	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./functions/feedback ./internal/dev/cmd/chaos
 	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
 
 ## test: lint, govulncheck against the pinned vulnerability database (the
@@ -100,7 +100,7 @@ chaos: $(LOCALAWS)
 PROXY_QUERY_EXEC_MODE ?= exec
 test: lint vuln-pinned $(LOCALAWS) $(WEBHOOK_VERIFIER) $(AWS_LAMBDA_RIE)
 	JOBBOARD_PYTHON=$$($(PYTOOLS)) && export JOBBOARD_PYTHON && \
-	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) bash -c '$(GO) test -race -count=1 ./... && \
+	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) bash -c '$(GO) test -race -count=1 -timeout 30m ./... && \
 		TEST_DATABASE_QUERY_EXEC_MODE=$(PROXY_QUERY_EXEC_MODE) $(GO) test -race -count=1 ./internal/postgres/...'
 
 ## vuln: govulncheck over every package against the public vulnerability
@@ -228,6 +228,7 @@ build:
 	$(MAKE) build-WorkerFunction ARTIFACTS_DIR=build/worker
 	$(MAKE) build-SweeperFunction ARTIFACTS_DIR=build/sweeper
 	$(MAKE) build-WebhookFunction ARTIFACTS_DIR=build/webhook
+	$(MAKE) build-FeedbackFunction ARTIFACTS_DIR=build/feedback
 	$(MAKE) build-MigrateFunction ARTIFACTS_DIR=build/migrate
 	$(MAKE) build-PreTrafficHookFunction ARTIFACTS_DIR=build/pretraffichook
 
@@ -251,6 +252,9 @@ build-SweeperFunction:
 	$(COPY_CA_BUNDLE)
 build-WebhookFunction:
 	$(LAMBDA_BUILD) ./functions/webhook
+	$(COPY_CA_BUNDLE)
+build-FeedbackFunction:
+	$(LAMBDA_BUILD) ./functions/feedback
 	$(COPY_CA_BUNDLE)
 build-MigrateFunction:
 	$(LAMBDA_BUILD) ./functions/migrate

@@ -337,6 +337,8 @@ def register_stand_ins():
         "AWS::Lambda::Alias", "AWS::Lambda::EventInvokeConfig",
         "AWS::RDS::DBProxy", "AWS::RDS::DBProxyTargetGroup",
         "AWS::SecretsManager::Secret", "AWS::SQS::QueuePolicy",
+        "AWS::SES::ConfigurationSet", "AWS::SES::ConfigurationSetEventDestination",
+        "AWS::SNS::Subscription", "AWS::SNS::TopicPolicy",
     ]
     checked = []
     created = []

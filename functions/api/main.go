@@ -274,6 +274,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, metrics io
 		Companies:    db,
 		Jobs:         db,
 		Applications: db,
+		Suppressions: db,
 		Pinger:       db,
 		Logins:       db,
 		Relay:        relay,

@@ -234,13 +234,15 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		return nil, err
 	}
 	h, err := worker.New(worker.Config{
-		Store:       db,
-		Mailer:      sender,
-		Redelivery:  queue.NewRedeliverer(sqsClient, s.queueURL),
-		Concurrency: s.concurrency,
-		Retention:   s.retention,
-		Logger:      logger,
-		Metrics:     stdout,
+		Store: db,
+		// Read before each send: no email to an address that bounced or complained.
+		Suppressions: db,
+		Mailer:       sender,
+		Redelivery:   queue.NewRedeliverer(sqsClient, s.queueURL),
+		Concurrency:  s.concurrency,
+		Retention:    s.retention,
+		Logger:       logger,
+		Metrics:      stdout,
 		// The metric line's version dimension, for the deploy's rollback
 		// alarms; empty outside Lambda.
 		FunctionVersion: s.Version,

@@ -81,7 +81,7 @@ func newAPIOn(t *testing.T, db *pgtest.DB, adjust ...func(*httpapi.Config)) *api
 	t.Helper()
 	logs := &logBuffer{}
 	cfg := httpapi.Config{
-		Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db, Idempotency: db,
+		Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db, Idempotency: db, Suppressions: db,
 		Logger:        slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TokenKey:      testKey,
 		Password:      cheapPasswords,

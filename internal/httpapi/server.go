@@ -112,6 +112,10 @@ type Config struct {
 	Webhooks      jobboard.WebhookStore
 	WebhookSealer jobboard.SecretSealer
 	WebhookURLs   jobboard.WebhookURLPolicy
+
+	// Suppressions tells GET /v1/me whether the account's address is on
+	// the suppression list. Nil: every address is reported deliverable.
+	Suppressions jobboard.SuppressionList
 }
 
 // relayTimeout bounds the fast-path publish of a status event. It runs
@@ -160,6 +164,9 @@ type server struct {
 	webhooks      jobboard.WebhookStore
 	webhookSealer jobboard.SecretSealer
 	webhookURLs   jobboard.WebhookURLPolicy
+
+	// suppressions is Config's.
+	suppressions jobboard.SuppressionList
 }
 
 // NewServer returns the HTTP handler of the job-board API: every route of
@@ -241,6 +248,7 @@ func newServer(cfg Config) *server {
 		webhooks:      cfg.Webhooks,
 		webhookSealer: cfg.WebhookSealer,
 		webhookURLs:   cfg.WebhookURLs,
+		suppressions:  cfg.Suppressions,
 	}
 	s.addRoutes()
 	return s

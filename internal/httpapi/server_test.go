@@ -58,7 +58,7 @@ func TestResponseValidatorRejectsMismatches(t *testing.T) {
 	t.Parallel()
 	h := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"r1"}}
 	problemHeader := http.Header{"Content-Type": {"application/problem+json"}, "X-Request-Id": {"r1"}}
-	okUser := `{"id":1,"email":"a@example.com","name":"A","role":"candidate","created_at":"2026-12-02T10:00:00Z","email_verified":false}`
+	okUser := `{"id":1,"email":"a@example.com","name":"A","role":"candidate","created_at":"2026-12-02T10:00:00Z","email_verified":false,"email_delivery":{"deliverable":true}}`
 	tests := []struct {
 		name, method, path string
 		status             int

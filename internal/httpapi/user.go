@@ -166,5 +166,22 @@ func (s *server) me(w http.ResponseWriter, r *http.Request) error {
 	if u.PasswordChangedAt.After(a.PasswordChangedAt) {
 		return fmt.Errorf("user %d: %w", a.UserID, jobboard.ErrSessionRevoked)
 	}
-	return writeJSON(w, http.StatusOK, u)
+	me := meAnswer{User: u, EmailDelivery: jobboard.AddressDelivery{Deliverable: true}}
+	if s.suppressions != nil {
+		sup, found, err := s.suppressions.Suppression(r.Context(), u.Email)
+		if err != nil {
+			return fmt.Errorf("user %d: %w", a.UserID, err)
+		}
+		if found {
+			me.EmailDelivery = jobboard.AddressDelivery{Reason: sup.Reason, Since: &sup.Since}
+		}
+	}
+	return writeJSON(w, http.StatusOK, me)
+}
+
+// meAnswer is GET /v1/me's answer: the account, and whether email reaches
+// its address (not after a hard bounce or a complaint).
+type meAnswer struct {
+	jobboard.User
+	EmailDelivery jobboard.AddressDelivery `json:"email_delivery"`
 }

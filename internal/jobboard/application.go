@@ -133,6 +133,9 @@ type HistoryEntry struct {
 	ChangedBy int64             `json:"changed_by"`
 	ChangedAt time.Time         `json:"changed_at"`
 	EventID   string            `json:"event_id"`
+	// Email is what became of the email that told the candidate of the
+	// change; only the candidate sees it (nil for anyone else).
+	Email *EmailDelivery `json:"email,omitempty"`
 }
 
 // ApplicationStore keeps applications and their history. Every method checks

@@ -337,9 +337,22 @@ SELECT EXISTS (
 	JOIN jobs j ON j.id = a.job_id
 	WHERE a.id = $1 AND ` + visibleApplication + `)`
 
+// historySQL also reads what became of each change's email: the best
+// delivery state SES reported for it (email_deliveries), else the worker's
+// outcome (processed_events): sent, not sent and why, or not handled yet.
 var historySQL = `
-SELECT h.old_status, h.new_status, h.changed_by, h.changed_at, h.event_id::text
+SELECT h.old_status, h.new_status, h.changed_by, h.changed_at, h.event_id::text,
+       CASE WHEN d.state IS NOT NULL THEN d.state
+            WHEN p.outcome = 'sent' THEN 'sent'
+            WHEN p.outcome IS NULL THEN 'pending'
+            ELSE 'not_sent' END,
+       CASE WHEN d.state IS NULL AND p.outcome <> 'sent' THEN p.outcome ELSE '' END
 FROM application_status_history h
+LEFT JOIN processed_events p ON p.event_id = h.event_id::text
+LEFT JOIN LATERAL (
+	SELECT d.state FROM email_deliveries d WHERE d.event_id = h.event_id::text
+	ORDER BY array_position(ARRAY['sent', 'delivered', 'bounced', 'complained'], d.state) DESC LIMIT 1
+) d ON true
 WHERE h.application_id = $1
   AND EXISTS (
 	SELECT 1 FROM applications a
@@ -353,8 +366,15 @@ ORDER BY h.id`
 func (db *DB) History(ctx context.Context, actor jobboard.Actor, id int64) ([]jobboard.HistoryEntry, error) {
 	rows, _ := db.pool.Query(ctx, historySQL, id, actor.UserID, actor.PasswordChangedAt)
 	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobboard.HistoryEntry, error) {
-		var h jobboard.HistoryEntry
-		err := row.Scan(&h.OldStatus, &h.NewStatus, &h.ChangedBy, &h.ChangedAt, &h.EventID)
+		var (
+			h jobboard.HistoryEntry
+			e jobboard.EmailDelivery
+		)
+		err := row.Scan(&h.OldStatus, &h.NewStatus, &h.ChangedBy, &h.ChangedAt, &h.EventID, &e.State, &e.Reason)
+		if actor.Role == jobboard.RoleCandidate {
+			// The email went to the candidate: theirs to see, not the company's.
+			h.Email = &e
+		}
 		return h, err
 	})
 	if err != nil {

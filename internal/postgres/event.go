@@ -103,7 +103,7 @@ FROM claim LEFT JOIN target t ON true`
 
 	verificationTargetSQL = `
 WITH target AS (
-	SELECT u.id, u.email, u.email_verified_at IS NOT NULL AS verified
+	SELECT u.id, u.email, u.email_verified_at IS NOT NULL AND NOT ` + bounceSuppressed + ` AS verified
 	FROM users u WHERE u.id = $6
 ), decided AS (
 	SELECT CASE WHEN t.id IS NULL THEN 'user_missing'

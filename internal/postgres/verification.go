@@ -50,8 +50,15 @@ func (db *DB) Register(ctx context.Context, r jobboard.Registration, passwordHas
 // lockUnverifiedSQL locks the account for the rest of the transaction, so
 // that two resends of one account are counted one after the other. FOR NO
 // KEY UPDATE does not block inserts that reference the user.
+// An address verified once, then hard-bounced, counts as unverified here:
+// a new link, followed, lifts the bounce (verifyEmailSQL).
 const lockUnverifiedSQL = `
-SELECT email, email_verified_at IS NOT NULL FROM users WHERE id = $1 FOR NO KEY UPDATE`
+SELECT u.email, u.email_verified_at IS NOT NULL AND NOT ` + bounceSuppressed + `
+FROM users u WHERE u.id = $1 FOR NO KEY UPDATE OF u`
+
+// bounceSuppressed tells whether the address of users u is suppressed by a
+// hard bounce: the verification flow is then open to it again.
+const bounceSuppressed = `EXISTS (SELECT 1 FROM email_suppressions s WHERE s.email = u.email AND s.reason = 'bounce')`
 
 // RequestVerification queues another verification email for the user
 // (see jobboard.UserStore). Errors: jobboard.ErrNotFound,
@@ -148,13 +155,18 @@ func queueVerification(ctx context.Context, tx pgx.Tx, userID int64, email strin
 // unexpired at $2 and was sent to the address its account still has, and
 // marks that account verified (keeping the first time): one statement. Of
 // two requests with one token, the second waits for the first's row lock,
-// then finds the token used.
+// then finds the token used. The link reached the address, so a bounce
+// suppression of it is lifted in the same statement (never a complaint:
+// the owner said they do not want our mail).
 const verifyEmailSQL = `
 WITH token AS (
 	UPDATE email_verification_tokens t SET used_at = $2
 	WHERE t.token_hash = $1 AND t.used_at IS NULL AND t.expires_at > $2
 	  AND EXISTS (SELECT 1 FROM users u WHERE u.id = t.user_id AND u.email = t.email)
-	RETURNING t.user_id
+	RETURNING t.user_id, t.email
+), lifted AS (
+	DELETE FROM email_suppressions s USING token
+	WHERE s.email = token.email AND s.reason = 'bounce'
 )
 UPDATE users AS u SET email_verified_at = coalesce(u.email_verified_at, $2)
 FROM token WHERE u.id = token.user_id

@@ -73,6 +73,10 @@ type Config struct {
 	// asks for the new password and posts it with the token to
 	// POST /v1/auth/password-reset/confirm. Required, as VerifyEmailURL.
 	PasswordResetURL string
+	// Suppressions, if set, is read before each send (postgres.DB): an
+	// address that hard-bounced or complained gets no email (outcome
+	// suppressed).
+	Suppressions jobboard.SuppressionList
 	// Redelivery, if set, gives failed records their backoff
 	// (queue.Redeliverer); otherwise they wait for the visibility timeout.
 	Redelivery jobboard.Redeliverer

@@ -28,6 +28,7 @@ var metricsOf = map[string][]string{
 	string(jobboard.OutcomeAlreadyVerified):     nil,
 	string(jobboard.OutcomeUserMissing):         nil,
 	string(jobboard.OutcomeNoAccount):           nil,
+	string(jobboard.OutcomeSuppressed):          {"SuppressedRecipients"},
 }
 
 // metricNames are the worker's metrics, every one on every line (a zero is
@@ -35,6 +36,7 @@ var metricsOf = map[string][]string{
 var metricNames = []string{
 	"EmailsSent", "DuplicatesSkipped", "SendFailures", "MalformedMessages",
 	"SendingPaused", "Throttled", "ExpiredEvents", "AmbiguousSends", "UnverifiedRecipients",
+	"SuppressedRecipients",
 }
 
 // What the rollback alarms of a deploy read, by function version: the

@@ -65,6 +65,9 @@ func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage,
 	h.logRecord(ctx, slog.LevelDebug, "claimed", msg.MessageId, ev, outcomeClaimed, claim.Token,
 		slog.Int("attempts", claim.Attempts), slog.Duration("lease", lease))
 
+	if r, done := h.suppressed(ctx, dbCtx, m, msg, ev, claim); done {
+		return r
+	}
 	providerID, err := h.send(sendCtx, ev, claim)
 	if err != nil {
 		return h.sendFailed(ctx, dbCtx, m, msg, ev, claim, err)

@@ -747,7 +747,8 @@ func TestLogsAndMetrics(t *testing.T) {
 	}
 	sort.Strings(names)
 	if !slices.Equal(names, []string{"AmbiguousSends", "DuplicatesSkipped", "EmailsSent", "ExpiredEvents", "FailedRecords",
-		"MalformedMessages", "Records", "SendFailures", "SendingPaused", "StoreErrors", "Throttled", "UnverifiedRecipients"}) {
+		"MalformedMessages", "Records", "SendFailures", "SendingPaused", "StoreErrors", "SuppressedRecipients", "Throttled",
+		"UnverifiedRecipients"}) {
 		t.Errorf("metric names = %v", names)
 	}
 	if emf["FunctionVersion"] != "7" || fmt.Sprint(directive["Dimensions"]) != "[[Service] [Service FunctionVersion]]" {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/jobboard/jobboard/internal/dev/localaws"
 )
 
 // Config is one chaos run. Short and Full return the two standard ones;
@@ -71,6 +73,12 @@ type Config struct {
 	// it inserts.
 	ProbeEvents int
 	ProbeStale  int
+
+	// FeedbackEvery puts SES's mailbox simulator behind some candidates:
+	// of every FeedbackEvery candidates, one has an address that bounces
+	// for good and one an address whose owner complains (see
+	// feedbackAddress). Zero: none.
+	FeedbackEvery int
 }
 
 // Short is the configuration `go test` runs: every fault kind once or
@@ -98,6 +106,7 @@ func Short() Config {
 		SettleTimeout:     40 * time.Second,
 		ProbeEvents:       5,
 		ProbeStale:        3,
+		FeedbackEvery:     6,
 	}
 }
 
@@ -127,6 +136,7 @@ func Full() Config {
 		SettleTimeout:     90 * time.Second,
 		ProbeEvents:       20,
 		ProbeStale:        10,
+		FeedbackEvery:     10,
 	}
 }
 
@@ -165,5 +175,21 @@ func (c Config) validate() error {
 	check(c.FaultGapMin > 0 && c.FaultGapMax >= c.FaultGapMin, "need 0 < FaultGapMin ≤ FaultGapMax")
 	check(c.SettleTimeout > 0, "SettleTimeout must be positive")
 	check(c.ProbeEvents >= 1 && c.ProbeStale >= 1, "the retention probe needs events")
+	check(c.FeedbackEvery == 0 || c.FeedbackEvery >= 3, "FeedbackEvery must be 0 (none) or at least 3")
 	return errors.Join(errs...)
+}
+
+// candidateEmail is candidate c's address: the mailbox simulator's bounce
+// or complaint address for one in every FeedbackEvery candidates each,
+// an ordinary address otherwise.
+func (c Config) candidateEmail(i int) string {
+	if c.FeedbackEvery > 0 {
+		switch i % c.FeedbackEvery {
+		case 1:
+			return fmt.Sprintf("bounce+candidate-%d@%s", i, localaws.SimulatorDomain)
+		case 2:
+			return fmt.Sprintf("complaint+candidate-%d@%s", i, localaws.SimulatorDomain)
+		}
+	}
+	return fmt.Sprintf("candidate-%d@chaos.example.com", i)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobboard/jobboard/internal/dev/faultproxy"
+	"github.com/jobboard/jobboard/internal/dev/localaws"
 )
 
 // syncWriter serialises the progress lines of several goroutines.
@@ -244,10 +245,32 @@ func (r *run) phases(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	fb, err := st.db.feedback(ctx)
+	if err != nil {
+		return err
+	}
 	v := judge(evidence{
 		Committed: committed, Refused: map[string]bool{}, Emails: afterRedrive, DLQ: inDLQ,
-		Lines: lines, Disturbed: st.fleet.disturbedIDs(), Resets: r.inj.ses.resets(),
+		Lines: lines, Disturbed: st.fleet.disturbedIDs(), Resets: r.inj.ses.resets(), Suppressed: fb.Suppressed,
 	})
+	allEmails, err := localaws.Emails(ctx, st.sesServer.Endpoint)
+	if err != nil {
+		return err
+	}
+	late := lateEmails(allEmails, committed, fb, lines)
+	for _, l := range late {
+		if l.Inside {
+			rep.LateInside = append(rep.LateInside, l)
+		} else {
+			rep.LateOutside = append(rep.LateOutside, l)
+		}
+	}
+	rep.Suppressed, rep.SuppressedAddresses, rep.FeedbackApplied = len(v.Suppressed), len(fb.Suppressions), fb.Applied
+	for i := range cfg.Candidates {
+		if localaws.Simulated(cfg.candidateEmail(i)) != localaws.SimulateDelivery {
+			rep.SimulatorAddresses++
+		}
+	}
 	rep.EventsCommitted, rep.Unattributed = len(committed), unattributed
 	for _, n := range afterRedrive {
 		rep.Emails += n
@@ -264,11 +287,12 @@ func (r *run) phases(ctx context.Context) error {
 	if err := writeJSON(filepath.Join(rep.LogDir, "verdict.json"), map[string]any{
 		"emails_after_load": afterLoad, "emails_after_redrive": afterRedrive, "duplicates": v.Duplicates,
 		"lost": v.Lost, "parked": v.Parked, "ses_resets": r.inj.ses.resets(),
+		"suppressed": v.Suppressed, "late_emails": late,
 	}); err != nil {
 		return err
 	}
-	r.logf("verdict: %d committed, %d emails, %d lost, %d duplicates inside the window, %d outside",
-		rep.EventsCommitted, rep.Emails, len(rep.Lost), len(rep.Inside), len(rep.Outside))
+	r.logf("verdict: %d committed, %d emails, %d lost, %d duplicates inside the window, %d outside; %d suppressed, %d feedback records applied",
+		rep.EventsCommitted, rep.Emails, len(rep.Lost), len(rep.Inside), len(rep.Outside), rep.Suppressed, rep.FeedbackApplied)
 
 	// The retention probe.
 	probe, err := probeRetention(ctx, st, r.rng, afterRedrive, committed, r.inj.sqs.watchFor)

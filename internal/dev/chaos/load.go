@@ -69,8 +69,12 @@ func seedData(ctx context.Context, a *api, cfg Config) ([]*application, error) {
 		var out struct {
 			Token string `json:"token"`
 		}
+		email := fmt.Sprintf("%s-%d@chaos.example.com", role, i)
+		if role == "candidate" {
+			email = cfg.candidateEmail(i)
+		}
 		err := a.do(ctx, http.MethodPost, "/v1/auth/register", "", map[string]any{
-			"email": fmt.Sprintf("%s-%d@chaos.example.com", role, i), "password": password,
+			"email": email, "password": password,
 			"name": fmt.Sprintf("%s %d", role, i), "role": role,
 		}, http.StatusCreated, &out)
 		return out.Token, err

@@ -18,6 +18,9 @@ const (
 	roleAPI     role = "api"
 	roleWorker  role = "worker"
 	roleSweeper role = "sweeper"
+	// roleFeedback is the feedback function: not a target of the faults,
+	// which are about the email promise's pipeline.
+	roleFeedback role = "feedback"
 )
 
 // slot is one member of the stack, e.g. worker-2, played by successive

@@ -36,6 +36,17 @@ type Report struct {
 	Outside         []duplicate
 	Phantom         []string
 
+	// The delivery feedback: events not emailed because their address was
+	// suppressed, the suppressed addresses (of SimulatorAddresses), the SES
+	// events applied, and the status emails accepted for an address in the
+	// second of its suppression or later, inside and outside the window.
+	Suppressed          int
+	SuppressedAddresses int
+	SimulatorAddresses  int
+	FeedbackApplied     int
+	LateInside          []lateEmail
+	LateOutside         []lateEmail
+
 	// The dead-letter queue and its redrive.
 	PoisonSent         int
 	DeadLetteredSent   int
@@ -78,6 +89,15 @@ func (r *Report) judgeFailures(cfg Config) {
 	}
 	if n := len(r.Phantom); n > 0 {
 		fail("%d emails name an event that never committed (first: %s)", n, r.Phantom[0])
+	}
+	if n := len(r.LateOutside); n > 0 {
+		fail("%d status emails went to an address after its suppression, outside the window (first: %s, %s)", n, r.LateOutside[0].EventID, r.LateOutside[0].Reason)
+	}
+	if r.SuppressedAddresses < r.SimulatorAddresses {
+		fail("%d of %d bounce and complaint addresses were suppressed", r.SuppressedAddresses, r.SimulatorAddresses)
+	}
+	if r.SimulatorAddresses > 0 && r.Suppressed == 0 {
+		fail("no status email was suppressed: the feedback loop did nothing")
 	}
 	if r.Unattributed > 0 {
 		fail("%d emails carry no event id header", r.Unattributed)
@@ -142,6 +162,14 @@ func (r *Report) Print(w io.Writer) {
 	p("  lost:        %d%s", len(r.Lost), firstFew(r.Lost))
 	p("  parked:      %d committed events in the DLQ, not emailed%s", len(r.Parked), firstFew(r.Parked))
 	p("  duplicates:  %d inside the window, %d outside", len(r.Inside), len(r.Outside))
+	p("  feedback:    %d SES events applied; %d of %d bounce and complaint addresses suppressed; %d status emails suppressed; %d emails after a suppression inside the window, %d outside",
+		r.FeedbackApplied, r.SuppressedAddresses, r.SimulatorAddresses, r.Suppressed, len(r.LateInside), len(r.LateOutside))
+	for i, l := range r.LateOutside {
+		if i == 20 {
+			break
+		}
+		p("    late    %s to %s: %s", l.EventID, l.To, l.Reason)
+	}
 	for _, k := range kinds(r.Inside) {
 		p("    inside  %4d × %s", k.n, k.kind)
 	}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -51,6 +52,14 @@ func settle(ctx context.Context, st *stack, after string) (Settle, error) {
 		}
 		pending, perr := st.db.pending(ctx, retention)
 		depth, qerr := st.queueDepth(ctx, st.queueURL)
+		// Every email's feedback emitted and applied: the verdict reads the
+		// suppressions.
+		emitted, eerr := st.emitter.EmitOnce(ctx)
+		fdepth, ferr := st.queueDepth(ctx, st.feedbackQueueURL)
+		if qerr == nil {
+			qerr = errors.Join(eerr, ferr)
+		}
+		depth += emitted + fdepth
 		busy, berr := st.db.busyWorkers(ctx)
 		inFlight := st.sesProxy.InFlight()
 		now := requests(st.sesProxy)

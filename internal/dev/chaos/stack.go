@@ -37,6 +37,13 @@ type stack struct {
 	// webhookQueueURL is the webhook deliveries' queue (webhook_run.go); the
 	// sweeper needs it in every run.
 	webhookQueueURL string
+	// feedbackQueueURL is SES's delivery feedback, which emitter fills from
+	// the SES stand-in's store (in place of SES, SNS and the configuration
+	// set) and the feedback function reads.
+	feedbackQueueURL, feedbackDLQURL string
+	emitter                          *localaws.FeedbackEmitter
+	stopEmitter                      context.CancelFunc
+	feedback                         *slot
 
 	fleet   *fleet
 	apiURLs []string
@@ -52,7 +59,7 @@ func buildBinaries(ctx context.Context, dir string) error {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator),
-		"./functions/api", "./functions/worker", "./functions/sweeper", "./functions/webhook")
+		"./functions/api", "./functions/worker", "./functions/sweeper", "./functions/webhook", "./functions/feedback")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
@@ -106,7 +113,18 @@ func startServices(ctx context.Context, cfg Config, st *stack) error {
 		return err
 	}
 	st.webhookQueueURL, _, err = localaws.CreateQueueWithDLQ(ctx, st.sqs, "webhook-events", 30, 30)
-	return err
+	if err != nil {
+		return err
+	}
+	// As template.yaml's (maxReceiveCount 10), with the function's Timeout.
+	if st.feedbackQueueURL, st.feedbackDLQURL, err = localaws.CreateQueueWithDLQ(ctx, st.sqs, "feedback", 30, 10); err != nil {
+		return err
+	}
+	st.emitter = &localaws.FeedbackEmitter{SESEndpoint: st.sesServer.Endpoint, SQS: st.sqs, QueueURL: st.feedbackQueueURL}
+	emitCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	st.stopEmitter = stop
+	go func() { _ = st.emitter.Run(emitCtx) }()
+	return nil
 }
 
 // startProcesses starts the API processes (and waits until they answer),
@@ -178,7 +196,14 @@ func startProcesses(ctx context.Context, cfg Config, binDir, logDir string, st *
 	}
 	env := append(append([]string{}, common...), d, "LOG_LEVEL=info",
 		"SWEEP_INTERVAL="+cfg.SweepInterval.String(), "SWEEP_GRACE="+cfg.SweepGrace.String())
-	st.sweeper, err = st.fleet.add("sweeper", roleSweeper, filepath.Join(binDir, "sweeper"), env)
+	if st.sweeper, err = st.fleet.add("sweeper", roleSweeper, filepath.Join(binDir, "sweeper"), env); err != nil {
+		return err
+	}
+	if d, err = dbEnv("chaos-feedback"); err != nil {
+		return err
+	}
+	env = append(append([]string{}, common...), d, "LOG_LEVEL=info", "FEEDBACK_QUEUE_URL="+st.feedbackQueueURL)
+	st.feedback, err = st.fleet.add("feedback", roleFeedback, filepath.Join(binDir, "feedback"), env)
 	return err
 }
 
@@ -187,6 +212,9 @@ func startProcesses(ctx context.Context, cfg Config, binDir, logDir string, st *
 // still cleans up.
 func (st *stack) close() error {
 	var errs []error
+	if st.stopEmitter != nil {
+		st.stopEmitter()
+	}
 	if st.fleet != nil {
 		st.fleet.stopAll()
 	}

@@ -29,6 +29,9 @@ type evidence struct {
 	// Resets counts, per event id, the SendEmail calls the SES proxy reset
 	// after the stand-in had accepted them.
 	Resets map[string]int
+	// Suppressed are the events whose claim finished as suppressed: not
+	// emailed, by design (the address bounced or complained).
+	Suppressed map[string]bool
 }
 
 // duplicate is an event emailed more than once, judged against the
@@ -45,8 +48,11 @@ type duplicate struct {
 
 // verdict is what the evidence shows.
 type verdict struct {
-	// Lost: committed, never emailed, not in the DLQ, not refused.
+	// Lost: committed, never emailed, not in the DLQ, not refused, not
+	// suppressed.
 	Lost []string
+	// Suppressed: committed, not emailed because the address is suppressed.
+	Suppressed []string
 	// Parked: committed, never emailed, in the DLQ (visible to operators).
 	Parked []string
 	// Duplicates, sorted by event id.
@@ -73,6 +79,10 @@ func judge(e evidence) verdict {
 	var v verdict
 	for _, id := range sortedKeys(e.Committed) {
 		if e.Refused[id] || e.Emails[id] > 0 {
+			continue
+		}
+		if e.Suppressed[id] {
+			v.Suppressed = append(v.Suppressed, id)
 			continue
 		}
 		if e.DLQ[id] {

@@ -142,13 +142,14 @@ func BenchmarkColdStart(b *testing.B) {
 	}
 	env, _ := localEnv(b, "cold.example.com")
 	payloads := map[string][]byte{
-		baselineHello:     []byte(`{}`),
-		baselineHelloDB:   []byte(`{}`),
-		workerFloor:       []byte(`{}`),
-		"ApiFunction":     readEvent(b, "api-list-jobs.json", nil),
-		"WorkerFunction":  readEvent(b, "sqs-malformed.json", nil),
-		"SweeperFunction": readEvent(b, "sweeper-schedule.json", nil),
-		"WebhookFunction": readEvent(b, "sqs-webhook-delivery.json", nil),
+		baselineHello:      []byte(`{}`),
+		baselineHelloDB:    []byte(`{}`),
+		workerFloor:        []byte(`{}`),
+		"ApiFunction":      readEvent(b, "api-list-jobs.json", nil),
+		"WorkerFunction":   readEvent(b, "sqs-malformed.json", nil),
+		"SweeperFunction":  readEvent(b, "sweeper-schedule.json", nil),
+		"WebhookFunction":  readEvent(b, "sqs-webhook-delivery.json", nil),
+		"FeedbackFunction": readEvent(b, "sqs-ses-feedback.json", nil),
 	}
 	// The webhook function sets its session role, which only the server's
 	// administrator may for pgtestdb's databases (webhook_test.go).

@@ -10,15 +10,16 @@ import (
 )
 
 // Database pool sizes of the functions (their mains): the API's lambdaPool,
-// the worker's poolSize, the sweeper's MaxConns, the webhook function's
-// poolSize, and the one connection the migration holds (tern,
-// internal/postgres/schema). The hook never connects.
+// the worker's poolSize, the sweeper's MaxConns, the webhook and the
+// feedback functions' poolSize, and the one connection the migration holds
+// (tern, internal/postgres/schema). The hook never connects.
 const (
-	apiPoolSize     = 2
-	workerPoolSize  = 2
-	sweeperPoolSize = 1
-	webhookPoolSize = 2
-	migratePoolSize = 1
+	apiPoolSize      = 2
+	workerPoolSize   = 2
+	sweeperPoolSize  = 1
+	webhookPoolSize  = 2
+	feedbackPoolSize = 1
+	migratePoolSize  = 1
 )
 
 // apiAnswerMargin is functions/api's answerMargin: the end of an
@@ -61,7 +62,7 @@ const functionsShare = 0.8
 // own pool, and a frozen sandbox keeps its connections, so the database
 // must have room for every sandbox that can exist at once:
 //
-//	Σ concurrency × pool = API + worker + sweeper + webhooks + migration (during a deploy)
+//	Σ concurrency × pool = API + worker + sweeper + webhooks + feedback + migration (during a deploy)
 //
 // against the functions' share of the database: through the RDS Proxy its
 // share of max_connections (MaxConnectionsPercent); directly, the same
@@ -93,6 +94,11 @@ func TestDatabaseConnectionsAreBounded(t *testing.T) {
 		if _, err := fmt.Sscan(fmt.Sprint(webhook), &webhooks); err != nil || webhooks < 1 {
 			t.Fatalf("webhook MaximumConcurrency %v", webhook)
 		}
+		feedback := c.eval(t, c.resource(t, "FeedbackFunctionFeedback").Properties).(map[string]any)["ScalingConfig"].(map[string]any)["MaximumConcurrency"]
+		var feedbacks int
+		if _, err := fmt.Sscan(fmt.Sprint(feedback), &feedbacks); err != nil || feedbacks < 1 {
+			t.Fatalf("feedback MaximumConcurrency %v", feedback)
+		}
 		sweeps := unreservedSweeps
 		if n := r.Functions["SweeperFunction"].ReservedConcurrentExecutions; n != nil {
 			sweeps = *n
@@ -102,7 +108,8 @@ func TestDatabaseConnectionsAreBounded(t *testing.T) {
 		// holding its connection. SchemaMigration's migration ends
 		// before any alias moves, so before any hook runs.
 		migrations := len(c.ofType("AWS::CodeDeploy::DeploymentGroup"))
-		others := workers*workerPoolSize + sweeps*sweeperPoolSize + webhooks*webhookPoolSize + migrations*migratePoolSize
+		others := workers*workerPoolSize + sweeps*sweeperPoolSize + webhooks*webhookPoolSize + feedbacks*feedbackPoolSize +
+			migrations*migratePoolSize
 
 		share := functionsShare
 		proxy := c.condition(t, "CreateDatabaseProxy")
@@ -126,8 +133,8 @@ func TestDatabaseConnectionsAreBounded(t *testing.T) {
 
 		if n := r.Functions["ApiFunction"].ReservedConcurrentExecutions; n != nil {
 			total := *n*apiPoolSize + others
-			line := fmt.Sprintf("%d × %d + %d × %d + %d × %d + %d × %d + %d × %d = %d", *n, apiPoolSize, workers, workerPoolSize,
-				sweeps, sweeperPoolSize, webhooks, webhookPoolSize, migrations, migratePoolSize, total)
+			line := fmt.Sprintf("%d × %d + %d × %d + %d × %d + %d × %d + %d × %d + %d × %d = %d", *n, apiPoolSize, workers, workerPoolSize,
+				sweeps, sweeperPoolSize, webhooks, webhookPoolSize, feedbacks, feedbackPoolSize, migrations, migratePoolSize, total)
 			t.Logf("%s: %s ≤ %d (%.0f %% of %s's max_connections %d; through the proxy: %v)", set, line, budget, share*100, db.class, db.maxConnections(), proxy)
 			if total > budget {
 				t.Errorf("%s: %s > %d", set, line, budget)
@@ -138,8 +145,9 @@ func TestDatabaseConnectionsAreBounded(t *testing.T) {
 			return
 		}
 		fit := (budget - others) / apiPoolSize
-		t.Logf("%s: no API reservation: the API may run %d sandboxes (%d - %d × %d - %d × %d - %d × %d - %d × %d) / %d before %s (%d of %d) is full",
-			set, fit, budget, workers, workerPoolSize, sweeps, sweeperPoolSize, webhooks, webhookPoolSize, migrations, migratePoolSize, apiPoolSize, db.class, budget, db.maxConnections())
+		t.Logf("%s: no API reservation: the API may run %d sandboxes (%d - %d × %d - %d × %d - %d × %d - %d × %d - %d × %d) / %d before %s (%d of %d) is full",
+			set, fit, budget, workers, workerPoolSize, sweeps, sweeperPoolSize, webhooks, webhookPoolSize, feedbacks, feedbackPoolSize,
+			migrations, migratePoolSize, apiPoolSize, db.class, budget, db.maxConnections())
 		if fit < 10 {
 			t.Errorf("%s: the API fits only %d sandboxes in %s", set, fit, db.class)
 		}

@@ -53,6 +53,10 @@ var localOnlyFor = map[string]map[string]string{
 		"SWEEP_INTERVAL": "the local loop of `make dev`; on AWS the EventBridge schedule sets the pace",
 		"SWEEP_GRACE":    "shortened by `make chaos`; the deployed sweeper keeps the default",
 	},
+	"FeedbackFunction": {
+		"FEEDBACK_QUEUE_URL":       "the local poller of `make dev`; on AWS the SQS event source mapping polls",
+		"LOCAL_INVOCATION_TIMEOUT": "the local poller's deadline; on AWS the function's Timeout",
+	},
 	"WebhookFunction": {
 		"LOCAL_INVOCATION_TIMEOUT": "the local poller's deadline; on AWS the function's Timeout",
 		"WEBHOOK_ATTEMPT_TIMEOUT":  "the code's default (10 s) is the deployed value; tests shorten it",
@@ -69,10 +73,11 @@ var templateFirst = map[string]map[string]string{
 		"CORS_ALLOWED_ORIGINS":     "on AWS API Gateway answers CORS (HttpApi CorsConfiguration); the function gets the same origins for the local server's CORS",
 		"DATABASE_QUERY_EXEC_MODE": queryExecMode,
 	},
-	"WorkerFunction":  {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
-	"SweeperFunction": {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
-	"MigrateFunction": {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
-	"WebhookFunction": {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
+	"WorkerFunction":   {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
+	"SweeperFunction":  {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
+	"MigrateFunction":  {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
+	"WebhookFunction":  {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
+	"FeedbackFunction": {"DATABASE_QUERY_EXEC_MODE": queryExecMode},
 	// Globals give every function the database's settings; the hook never
 	// connects to the database: it invokes the migration function.
 	"PreTrafficHookFunction": {

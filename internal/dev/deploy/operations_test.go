@@ -243,6 +243,8 @@ func TestDeploysAreGradual(t *testing.T) {
 		"WorkerFunction":  refPlaceholder("DeploymentType"),
 		"SweeperFunction": "AllAtOnce",
 		"WebhookFunction": refPlaceholder("DeploymentType"),
+		// Feedback trickles in: a canary would barely sample it.
+		"FeedbackFunction": "AllAtOnce",
 	} {
 		var p struct {
 			AutoPublishAlias     string `json:"AutoPublishAlias"`

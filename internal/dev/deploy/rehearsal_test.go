@@ -101,6 +101,11 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 		vpc := c.condition(t, "UseVpc")
 		queue := "arn:aws:sqs:us-east-1:123456789012:jobboard-status-events"
 		webhookQueue := "arn:aws:sqs:us-east-1:123456789012:jobboard-webhook-events"
+		feedbackQueue := "arn:aws:sqs:us-east-1:123456789012:jobboard-feedback"
+		configurationSet := "arn:aws:ses:us-east-1:123456789012:configuration-set/" + c.Values["MailConfigurationSet"]
+		if c.Values["MailConfigurationSet"] == "" {
+			configurationSet += "jobboard-EmailConfigurationSet"
+		}
 		secret := c.Values["DatabaseSecretArn"]
 		logs := func(fn string) string { return "log-group:jobboard-" + fn + "Logs-" }
 		want := map[string]map[string][]string{
@@ -112,7 +117,7 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 				"secretsmanager:GetSecretValue": {secret},
 				"sqs:ReceiveMessage":            {queue}, "sqs:DeleteMessage": {queue}, "sqs:GetQueueAttributes": {queue},
 				"sqs:ChangeMessageVisibility": {queue},
-				"ses:SendEmail":               {"arn:aws:ses:us-east-1:123456789012:identity/" + c.Values["MailFromIdentity"]},
+				"ses:SendEmail":               {"arn:aws:ses:us-east-1:123456789012:identity/" + c.Values["MailFromIdentity"], configurationSet},
 			},
 			"SweeperFunction": {
 				"secretsmanager:GetSecretValue": {secret},
@@ -124,6 +129,11 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 				"secretsmanager:GetSecretValue": {secret, "WebhookSealingKey"},
 				"sqs:ReceiveMessage":            {webhookQueue}, "sqs:DeleteMessage": {webhookQueue}, "sqs:GetQueueAttributes": {webhookQueue},
 				"sqs:ChangeMessageVisibility": {webhookQueue},
+			},
+			// Its queue and the database, nothing else.
+			"FeedbackFunction": {
+				"secretsmanager:GetSecretValue": {secret},
+				"sqs:ReceiveMessage":            {feedbackQueue}, "sqs:DeleteMessage": {feedbackQueue}, "sqs:GetQueueAttributes": {feedbackQueue},
 			},
 			"MigrateFunction": {
 				"secretsmanager:GetSecretValue": {secret},
@@ -299,8 +309,8 @@ func TestDeployedFunctionSettings(t *testing.T) {
 		if proxy {
 			wantCert = "system"
 		}
-		if len(r.Functions) != 6 {
-			t.Errorf("functions %v; want the API, the worker, the sweeper, the webhook function, the migration and the hook", len(r.Functions))
+		if len(r.Functions) != 7 {
+			t.Errorf("functions %v; want the API, the worker, the sweeper, the webhook and the feedback functions, the migration and the hook", len(r.Functions))
 		}
 		for fn, f := range r.Functions {
 			got := ""

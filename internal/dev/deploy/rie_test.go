@@ -543,6 +543,26 @@ func testSampleEvents(t *testing.T, rie string, bins map[string]string) {
 	}
 	t.Logf("sweeper report: %s", body)
 
+	// The feedback sample: one hard bounce, delivered twice. The address is
+	// suppressed once, and neither record fails.
+	feedback := startEmulator(t, rie, "FeedbackFunction", bins["FeedbackFunction"], env)
+	body = feedback.invoke(readEvent(t, "sqs-ses-feedback.json", nil))
+	var answer events.SQSEventResponse
+	if err := json.Unmarshal(body, &answer); err != nil || len(answer.BatchItemFailures) != 0 {
+		t.Errorf("feedback: response %s (%v); want no failed records", body, err)
+	}
+	db := pgtest.Pool(t, env["DATABASE_URL"])
+	var reason string
+	var applied int
+	if err := db.QueryRow(context.Background(), `SELECT s.reason, (SELECT count(*) FROM email_feedback_events)
+		FROM email_suppressions s WHERE s.email = 'bounced@example.org'`).Scan(&reason, &applied); err != nil || reason != "bounce" || applied != 1 {
+		t.Errorf("after the feedback sample: suppression %q, %d events applied (%v); want bounce, 1", reason, applied, err)
+	}
+	if ms := emfLines(t, feedback.output.String()); len(ms) != 1 || ms[0]["Service"] != "feedback" ||
+		ms[0]["FeedbackApplied"] != 1.0 || ms[0]["FeedbackDuplicates"] != 1.0 || ms[0]["AddressesSuppressed"] != 1.0 {
+		t.Errorf("feedback metric lines %v; want one: 1 applied, 1 duplicate, 1 address suppressed", ms)
+	}
+
 	// Every metric a rollback alarm reads by version is written by version.
 	checkVersionedMetrics(t, "api", "7", emfLines(t, api.output.String()))
 	checkVersionedMetrics(t, "worker", "7", emfLines(t, worker.output.String()))

@@ -128,7 +128,7 @@ func reach(deps map[string][]string, from string) map[string]bool {
 // migratedFirst are the functions that must not run on a schema older than
 // their code: their functions, versions and aliases (and so everything
 // that invokes the aliases) come after SchemaMigration.
-var migratedFirst = []string{"ApiFunction", "WorkerFunction", "SweeperFunction", "WebhookFunction"}
+var migratedFirst = []string{"ApiFunction", "WorkerFunction", "SweeperFunction", "WebhookFunction", "FeedbackFunction"}
 
 // migrationOrderProblems says what is wrong with SchemaMigration in c:
 // what it invokes and when CloudFormation sends it an Update, and the

@@ -278,7 +278,8 @@ var rollbackAlarms = map[string][]string{
 	"SweeperFunction": nil, // AllAtOnce: nothing to watch
 	// Failed attempts are the receivers' doing: only the version's own
 	// failures roll it back.
-	"WebhookFunction": {"WebhookNewVersionErrorsAlarm", "WebhookNewVersionStoreErrorsAlarm"},
+	"WebhookFunction":  {"WebhookNewVersionErrorsAlarm", "WebhookNewVersionStoreErrorsAlarm"},
+	"FeedbackFunction": nil, // AllAtOnce: nothing to watch
 }
 
 // Every deployment group rolls back on alarms that read the new version

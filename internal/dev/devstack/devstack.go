@@ -167,6 +167,18 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		return err
 	}
 
+	// SES's delivery feedback, as template.yaml's queue (maxReceiveCount
+	// 10), fed by the emitter below in place of SES, SNS and the
+	// configuration set: emails to the mailbox simulator's bounce@ and
+	// complaint@ addresses bounce and complain.
+	feedbackQueueURL, _, err := localaws.CreateQueueWithDLQ(ctx, localaws.NewSQSClient(sqsSrv.Endpoint),
+		cfg.Queue.Name+"-feedback", 30, 10)
+	if err != nil {
+		return err
+	}
+	emitter := &localaws.FeedbackEmitter{SESEndpoint: sesSrv.Endpoint, SQS: localaws.NewSQSClient(sqsSrv.Endpoint), QueueURL: feedbackQueueURL}
+	go func() { _ = emitter.Run(ctx) }()
+
 	apiPort := cfg.APIPort
 	if apiPort == 0 {
 		ports, err := FreePorts(ctx, 1)
@@ -191,6 +203,7 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		"JWT_SECRET=" + randomSecret(),
 		"STATUS_EVENTS_QUEUE_URL=" + queueURL,
 		"WEBHOOK_EVENTS_QUEUE_URL=" + webhookQueueURL,
+		"FEEDBACK_QUEUE_URL=" + feedbackQueueURL,
 		// One sealing key for the API, which seals the endpoints' secrets,
 		// and the delivery function, which opens them; local endpoints
 		// (http on localhost) are allowed.
@@ -230,7 +243,7 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 	if err := (&apiclient.Client{BaseURL: st.APIURL}).WaitReady(ctx); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
-	for _, name := range []string{"worker", "sweeper", "webhook"} {
+	for _, name := range []string{"worker", "sweeper", "webhook", "feedback"} {
 		if err := children.start(ctx, name, filepath.Join(cfg.BinDir, name), st.Env); err != nil {
 			return err
 		}

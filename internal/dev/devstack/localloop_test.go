@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/jobboard/jobboard/internal/dev/apiclient"
 	"github.com/jobboard/jobboard/internal/dev/localaws"
 	"github.com/jobboard/jobboard/internal/mail"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
@@ -32,7 +33,7 @@ const repoRoot = "../../.."
 func buildFunctions(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", bin+"/", "./functions/api", "./functions/worker", "./functions/sweeper", "./functions/webhook")
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", bin+"/", "./functions/api", "./functions/worker", "./functions/sweeper", "./functions/webhook", "./functions/feedback")
 	build.Dir = repoRoot
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -239,8 +240,51 @@ func TestLocalLoop(t *testing.T) {
 			if err := json.Unmarshal(answer, &report); err != nil || report["failed"] != 0.0 {
 				t.Errorf("sweeper answer %s (%v); want a report without failures", answer, err)
 			}
+			// A hard bounce delivered twice: no record fails, on either run.
+			var feedback events.SQSEventResponse
+			answer, _ = invoke(t, "FeedbackFunction", "sqs-ses-feedback.json")
+			if err := json.Unmarshal(answer, &feedback); err != nil || len(feedback.BatchItemFailures) != 0 {
+				t.Errorf("feedback answer %s (%v); want no failed records", answer, err)
+			}
 		})
 	}
+
+	// The feedback loop of `make dev`: the verification email to the
+	// mailbox simulator's bounce address bounces, the feedback function
+	// suppresses the address, and GET /v1/me says so.
+	t.Run("a bounce reaches GET /v1/me", func(t *testing.T) {
+		ctx := context.Background()
+		c := &apiclient.Client{BaseURL: st.APIURL}
+		var reg struct {
+			Token string `json:"token"`
+		}
+		email := fmt.Sprintf("bounce+%d@%s", time.Now().UnixNano(), localaws.SimulatorDomain)
+		if err := c.Do(ctx, "POST", "/v1/auth/register", "", map[string]any{"email": email, "password": "correct horse battery",
+			"name": "Bo Unce", "role": "candidate"}, http.StatusCreated, &reg); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Minute)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var me struct {
+				EmailDelivery struct {
+					Deliverable bool   `json:"deliverable"`
+					Reason      string `json:"reason"`
+				} `json:"email_delivery"`
+			}
+			if err := c.Do(ctx, "GET", "/v1/me", reg.Token, nil, http.StatusOK, &me); err != nil {
+				t.Fatal(err)
+			}
+			if !me.EmailDelivery.Deliverable && me.EmailDelivery.Reason == "bounce" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a minute after registering %s: email_delivery %+v; want a bounce", email, me.EmailDelivery)
+			}
+			<-tick.C
+		}
+	})
 
 	t.Run("poison reaches the DLQ", func(t *testing.T) {
 		start := time.Now()

@@ -121,6 +121,7 @@ func (e *Env) Handler(tb testing.TB, m jobboard.Mailer, adjust ...func(*worker.C
 	tb.Helper()
 	c := worker.Config{
 		Store:            e.DB,
+		Suppressions:     e.DB,
 		Mailer:           m,
 		VerifyEmailURL:   VerifyEmailURL,
 		PasswordResetURL: PasswordResetURL,

@@ -1,0 +1,168 @@
+// Command feedback is the delivery feedback Lambda. SES publishes the
+// events of every email sent through the stack's configuration set to an
+// SNS topic, which delivers them (raw) to the feedback queue; the queue's
+// event source mapping (with ReportBatchItemFailures) invokes this
+// function with batches of them. For each it records the email's delivery
+// state and, for a hard bounce or a complaint, puts the address on the
+// suppression list, once per SES event (see internal/feedback).
+//
+// Outside Lambda (AWS_LAMBDA_RUNTIME_API unset, as under `make dev`) the
+// same handler is fed by a local poller that plays the event source
+// mapping against FEEDBACK_QUEUE_URL, until SIGINT or SIGTERM.
+//
+// Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required, with
+// the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
+// FEEDBACK_QUEUE_URL (required outside Lambda: the queue the local mode
+// polls); DATABASE_QUERY_EXEC_MODE (as the API's); LOCAL_INVOCATION_TIMEOUT
+// (local mode only, default 30s, the function's Timeout in template.yaml);
+// LOG_LEVEL. AWS settings come from the environment (internal/function,
+// internal/awsenv); AWS_ENDPOINT_URL_SQS points the client at a stand-in.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobboard/jobboard/internal/feedback"
+	"github.com/jobboard/jobboard/internal/function"
+	"github.com/jobboard/jobboard/internal/function/eventsource"
+	"github.com/jobboard/jobboard/internal/postgres"
+	"github.com/jobboard/jobboard/internal/secret"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "feedback:", err)
+		os.Exit(1)
+	}
+}
+
+// The database session, as the worker's. One connection serves a batch:
+// its records are applied one after the other, one short statement each.
+const (
+	lockTimeout = 5 * time.Second
+	idleInTx    = 10 * time.Second
+	poolSize    = 1
+)
+
+// localTimeout is the default deadline of one local invocation: the
+// function's Timeout in template.yaml.
+const localTimeout = 30 * time.Second
+
+// settings is what run reads from the environment.
+type settings struct {
+	function.Settings
+	queueURL      string
+	localTimeout  time.Duration
+	queryExecMode pgx.QueryExecMode
+}
+
+// loadSettings reads the settings; the error names every variable that is
+// missing or malformed.
+func loadSettings(getenv func(string) string) (settings, error) {
+	shared, err := function.Load(getenv)
+	s := settings{Settings: shared, queueURL: getenv("FEEDBACK_QUEUE_URL"), localTimeout: localTimeout}
+	problems := []error{err}
+	if s.queueURL == "" && !s.Lambda {
+		problems = append(problems, errors.New("FEEDBACK_QUEUE_URL is not set (the local mode polls it)"))
+	}
+	if s.queryExecMode, err = postgres.ParseQueryExecMode(getenv("DATABASE_QUERY_EXEC_MODE")); err != nil {
+		problems = append(problems, fmt.Errorf("DATABASE_QUERY_EXEC_MODE: %w", err))
+	}
+	if v := getenv("LOCAL_INVOCATION_TIMEOUT"); v != "" {
+		if s.localTimeout, err = time.ParseDuration(v); err != nil || s.localTimeout < time.Second || s.localTimeout > 15*time.Minute {
+			problems = append(problems, fmt.Errorf("LOCAL_INVOCATION_TIMEOUT = %q: want a duration from 1s to 15m", v))
+		}
+	}
+	return s, errors.Join(problems...)
+}
+
+// run is main without the process: it reads the settings, wires the
+// handler and hands it to the Lambda runtime, which does not return, or
+// outside Lambda to a local poller, which returns when ctx ends.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 1 {
+		return fmt.Errorf("unknown command %q: the feedback function takes none", args[1])
+	}
+	s, err := loadSettings(getenv)
+	if err != nil {
+		return err
+	}
+	w, err := wire(ctx, s, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	if !s.Lambda {
+		return w.poller.Run(ctx)
+	}
+	lambda.Start(w.handler.Handle)
+	return nil
+}
+
+// wiring is the function, built.
+type wiring struct {
+	handler *feedback.Handler
+	// poller plays the event source mapping outside Lambda.
+	poller *eventsource.Poller
+	// close releases the database pool.
+	close func()
+}
+
+// wire builds the handler from its settings; getenv names the database
+// (see secret.Database), stdout takes its log and metric lines.
+func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*wiring, error) {
+	logger := s.Logger(stdout)
+	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(s.AWS))
+	if err != nil {
+		return nil, err
+	}
+	options := []func(*pgxpool.Config){
+		postgres.WorkerSession(lockTimeout, idleInTx),
+		postgres.WithQueryExecMode(s.queryExecMode),
+		func(c *pgxpool.Config) {
+			c.MaxConns = poolSize
+			if c.ConnConfig.RuntimeParams["application_name"] == "" {
+				c.ConnConfig.RuntimeParams["application_name"] = "jobboard-feedback"
+			}
+		},
+	}
+	if creds != nil { // a rotated password reaches new connections
+		options = append(options, postgres.WithCredentials(creds))
+	}
+	db, err := postgres.Open(ctx, databaseURL, options...)
+	if err != nil {
+		return nil, err
+	}
+	h, err := feedback.New(feedback.Config{Store: db, Logger: logger, Metrics: stdout, FunctionVersion: s.Version})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &wiring{
+		handler: h,
+		poller: &eventsource.Poller{
+			Client:         sqs.NewFromConfig(s.AWS),
+			QueueURL:       s.queueURL,
+			Handler:        h.Handle,
+			HandlerTimeout: s.localTimeout,
+			FunctionName:   "feedback",
+			Logger:         logger,
+		},
+		close: db.Close,
+	}, nil
+}

@@ -1,0 +1,110 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+)
+
+var (
+	_ jobboard.FeedbackStore   = (*DB)(nil)
+	_ jobboard.SuppressionList = (*DB)(nil)
+)
+
+// applyFeedbackSQL records one SES event, once, in one statement: the
+// first CTE inserts its key, and every other one acts only when that
+// insert took a row, so a second copy of the event (even at the same
+// instant: the primary key puts it behind the first) changes nothing.
+//
+//   - the email's delivery state moves up sent < delivered < bounced <
+//     complained, never down;
+//   - a hard bounce ($2 = 'bounced') or a complaint suppresses every
+//     recipient ($6); a complaint replaces a bounce, a bounce leaves a
+//     complaint as it is. suppressed returns the addresses whose row this
+//     event wrote;
+//   - a soft bounce is counted.
+const applyFeedbackSQL = `
+WITH applied AS (
+	INSERT INTO email_feedback_events (feedback_id, kind, ses_message_id)
+	VALUES ($1, $2, $3)
+	ON CONFLICT (feedback_id) DO NOTHING
+	RETURNING feedback_id
+), delivery AS (
+	INSERT INTO email_deliveries (ses_message_id, event_id, email, state, detail, updated_at)
+	SELECT $3, nullif($4, ''), ($6::text[])[1], $2, $5, $7
+	FROM applied
+	WHERE $2 IN ('sent', 'delivered', 'bounced', 'complained') AND cardinality($6::text[]) > 0
+	ON CONFLICT (ses_message_id) DO UPDATE
+	SET state = EXCLUDED.state, detail = EXCLUDED.detail, updated_at = EXCLUDED.updated_at,
+	    event_id = coalesce(email_deliveries.event_id, EXCLUDED.event_id)
+	WHERE array_position(ARRAY['sent', 'delivered', 'bounced', 'complained'], EXCLUDED.state)
+	    > array_position(ARRAY['sent', 'delivered', 'bounced', 'complained'], email_deliveries.state)
+), suppressed AS (
+	INSERT INTO email_suppressions (email, reason, detail, ses_message_id, suppressed_at)
+	SELECT DISTINCT ON (r.email) r.email, CASE $2 WHEN 'complained' THEN 'complaint' ELSE 'bounce' END, $5, $3, $7
+	FROM applied, unnest($6::text[]) AS r (email)
+	WHERE $2 IN ('bounced', 'complained')
+	ON CONFLICT (email) DO UPDATE
+	SET reason = EXCLUDED.reason, detail = EXCLUDED.detail, ses_message_id = EXCLUDED.ses_message_id,
+	    suppressed_at = EXCLUDED.suppressed_at
+	WHERE email_suppressions.reason = 'bounce' AND EXCLUDED.reason = 'complaint'
+	RETURNING email
+), soft AS (
+	INSERT INTO email_soft_bounces (email, bounces, last_bounce_at)
+	SELECT DISTINCT r.email, 1, $7::timestamptz
+	FROM applied, unnest($6::text[]) AS r (email)
+	WHERE $2 = 'soft_bounced'
+	ON CONFLICT (email) DO UPDATE
+	SET bounces = email_soft_bounces.bounces + 1,
+	    last_bounce_at = greatest(email_soft_bounces.last_bounce_at, EXCLUDED.last_bounce_at)
+)
+SELECT EXISTS (SELECT 1 FROM applied), coalesce((SELECT array_agg(email ORDER BY email) FROM suppressed), '{}')`
+
+// ApplyFeedback records one delivery event once (see
+// jobboard.FeedbackStore). Errors: database errors.
+func (db *DB) ApplyFeedback(ctx context.Context, f jobboard.Feedback) (jobboard.FeedbackResult, error) {
+	if f.ID == "" || f.MessageID == "" {
+		return jobboard.FeedbackResult{}, fmt.Errorf("apply feedback: an event needs its id and the email's message id")
+	}
+	at := f.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	recipients := make([]string, len(f.Recipients))
+	for i, r := range f.Recipients {
+		recipients[i] = jobboard.NormalizeEmail(r)
+	}
+	var (
+		applied    bool
+		suppressed []string
+	)
+	err := db.pool.QueryRow(ctx, applyFeedbackSQL, f.ID, string(f.Kind), f.MessageID, f.EventID, f.Detail, recipients, at).
+		Scan(&applied, &suppressed)
+	if err != nil {
+		return jobboard.FeedbackResult{}, fmt.Errorf("apply feedback %s: %w", f.ID, timeout(ctx, err))
+	}
+	return jobboard.FeedbackResult{Duplicate: !applied, Suppressed: suppressed}, nil
+}
+
+const suppressionSQL = `
+SELECT email, reason, detail, ses_message_id, suppressed_at FROM email_suppressions WHERE email = $1`
+
+// Suppression returns the suppression of the address, if any (see
+// jobboard.SuppressionList). Errors: database errors.
+func (db *DB) Suppression(ctx context.Context, email string) (jobboard.Suppression, bool, error) {
+	var s jobboard.Suppression
+	err := db.pool.QueryRow(ctx, suppressionSQL, jobboard.NormalizeEmail(email)).
+		Scan(&s.Email, &s.Reason, &s.Detail, &s.SESMessageID, &s.Since)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return jobboard.Suppression{}, false, nil
+	}
+	if err != nil {
+		return jobboard.Suppression{}, false, fmt.Errorf("suppression of an address: %w", timeout(ctx, err))
+	}
+	return s, true, nil
+}

@@ -1,0 +1,140 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/worker/workertest"
+)
+
+// suppress applies a hard bounce or a complaint about addr, as the
+// feedback function would.
+func suppress(t *testing.T, e *workertest.Env, kind jobboard.FeedbackKind, addr string) {
+	t.Helper()
+	id := uuid.NewString()
+	if _, err := e.DB.ApplyFeedback(context.Background(), jobboard.Feedback{
+		ID: string(kind) + ":" + id, Kind: kind, MessageID: "ses-" + id, Recipients: []string{addr}, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A status email to an address that hard-bounced or complained is not
+// sent: the claim is finished as suppressed (INFO, a metric), while the
+// same change for a deliverable address is emailed.
+func TestStatusEmailToSuppressedAddressIsNotSent(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []jobboard.FeedbackKind{jobboard.FeedbackBounced, jobboard.FeedbackComplained} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			e := workertest.New(t, workertest.Options{})
+			gone, fine := e.NewApp(t), e.NewApp(t)
+			suppress(t, e, kind, gone.CandidateEmail)
+			goneEv, fineEv := gone.Event(), fine.Event()
+			e.SendBody(t, workertest.Body(t, goneEv))
+			e.SendBody(t, workertest.Body(t, fineEv))
+			e.Drain(t, e.Poller(e.Handler(t, e.Sender)), 30*time.Second)
+
+			if got := e.EmailsTo(t, gone.CandidateEmail); len(got) != 0 {
+				t.Errorf("%d emails to the suppressed %s, want none", len(got), gone.CandidateEmail)
+			}
+			if got := e.EmailsTo(t, fine.CandidateEmail); len(got) != 1 {
+				t.Errorf("%d emails to %s, want 1", len(got), fine.CandidateEmail)
+			}
+			wantClaim(t, e, goneEv.EventID, "suppressed")
+			wantClaim(t, e, fineEv.EventID, "sent")
+			var logged bool
+			for _, l := range e.Logs.Records(t) {
+				if l["event_id"] == goneEv.EventID {
+					logged = l["outcome"] == "suppressed" && l["level"] == "INFO"
+				}
+			}
+			if !logged {
+				t.Errorf("no INFO line with outcome suppressed for %s:\n%v", goneEv.EventID, e.Logs.Records(t))
+			}
+			var suppressed float64
+			for _, m := range e.Logs.Metrics(t) {
+				if v, ok := m["SuppressedRecipients"].(float64); ok {
+					suppressed += v
+				}
+			}
+			if suppressed != 1 {
+				t.Errorf("SuppressedRecipients = %v, want 1", suppressed)
+			}
+		})
+	}
+}
+
+// Following a new verification link lifts a bounce suppression: the
+// account (verified before the bounce) may ask for the link again, the
+// link is sent despite the bounce, and once followed the next status
+// email goes out.
+func TestVerificationLiftsABounceSuppression(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	app := e.NewApp(t)
+	suppress(t, e, jobboard.FeedbackBounced, app.CandidateEmail)
+	h := e.Handler(t, e.Sender)
+
+	before := app.Event()
+	e.SendBody(t, workertest.Body(t, before))
+	e.Drain(t, e.Poller(h), 30*time.Second)
+	wantClaim(t, e, before.EventID, "suppressed")
+
+	ev, err := e.DB.RequestVerification(ctx, app.Candidate.UserID, jobboard.DefaultVerificationPolicy, time.Now())
+	if err != nil {
+		t.Fatalf("RequestVerification of a bounced address: %v", err)
+	}
+	e.SendBody(t, workertest.Body(t, ev))
+	e.Drain(t, e.Poller(h), 30*time.Second)
+	emails := e.EmailsTo(t, app.CandidateEmail)
+	if len(emails) != 1 {
+		t.Fatalf("%d emails to %s, want the verification email", len(emails), app.CandidateEmail)
+	}
+	if _, err := e.DB.VerifyEmail(ctx, jobboard.HashVerificationToken(workertest.VerificationToken(t, emails[0])), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := e.DB.Suppression(ctx, app.CandidateEmail); err != nil || found {
+		t.Fatalf("suppression after verification: found %v, %v; want lifted", found, err)
+	}
+
+	after := app.Event()
+	after.OldStatus, after.NewStatus = jobboard.StatusReviewing, jobboard.StatusInterview
+	e.SendBody(t, workertest.Body(t, after))
+	e.Drain(t, e.Poller(h), 30*time.Second)
+	wantClaim(t, e, after.EventID, "sent")
+	if got := e.EmailsTo(t, app.CandidateEmail); len(got) != 2 {
+		t.Errorf("%d emails to %s, want the verification and the status email", len(got), app.CandidateEmail)
+	}
+}
+
+// A complaint is not lifted by the verification flow: a verified account
+// cannot ask for a link (it is verified), and an unverified one's link is
+// not sent to the address that complained.
+func TestVerificationDoesNotLiftAComplaint(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	app := e.NewApp(t)
+	suppress(t, e, jobboard.FeedbackComplained, app.CandidateEmail)
+	if _, err := e.DB.RequestVerification(ctx, app.Candidate.UserID, jobboard.DefaultVerificationPolicy, time.Now()); !errors.Is(err, jobboard.ErrAlreadyVerified) {
+		t.Errorf("RequestVerification after a complaint = %v, want ErrAlreadyVerified", err)
+	}
+
+	u, ev := newAccount(t, e)
+	suppress(t, e, jobboard.FeedbackComplained, u.Email)
+	e.SendBody(t, workertest.Body(t, ev))
+	e.Drain(t, e.Poller(e.Handler(t, e.Sender)), 30*time.Second)
+	wantClaim(t, e, ev.EventID, "suppressed")
+	if got := e.EmailsTo(t, u.Email); len(got) != 0 {
+		t.Errorf("%d verification emails to an address that complained, want none", len(got))
+	}
+	if s, found, err := e.DB.Suppression(ctx, u.Email); err != nil || !found || s.Reason != jobboard.SuppressedByComplaint {
+		t.Errorf("suppression = %+v, %v, %v; want the complaint kept", s, found, err)
+	}
+}
