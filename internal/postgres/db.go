@@ -19,14 +19,6 @@ import (
 // store interfaces of package jobboard.
 type DB struct {
 	pool *pgxpool.Pool
-	// searchWalk, when not zero, replaces the stretch that text searches
-	// check one by one (see searchStretch), so that tests reach the text
-	// index part on a few jobs.
-	searchWalk int
-	// searchTrace, when set, is told every statement SearchJobs runs that
-	// reads jobs, and whether it runs in the pool's mode (fixedPlan, see
-	// searchPageSQL), so that tests can explain them.
-	searchTrace func(sql string, args []any, fixedPlan bool)
 }
 
 // Open connects a pool to the database at url. Options adjust the pool

@@ -183,17 +183,17 @@ func TestReadsKeepAGenericPlan(t *testing.T) {
 	db := pgtest.Open(t, w.db.URL, postgres.WithQueryExecMode(pgx.QueryExecModeCacheStatement),
 		func(c *pgxpool.Config) { c.MaxConns = 1 })
 	fixed := map[string]bool{}
-	postgres.TraceSearch(db.DB, func(sql string, _ []any, fixedPlan bool) {
+	traced := postgres.TunedSearch{DB: db.DB, Trace: func(sql string, _ []any, fixedPlan bool) {
 		if fixedPlan {
 			fixed[sql] = true
 		}
-	})
+	}}
 	for range 8 {
 		for _, f := range []jobboard.JobFilter{
 			{}, {After: w.job.ID}, {Query: "engineer"}, {Query: "engineer", After: w.job.ID},
 			{Query: "astronaut"}, {Query: manyWords + " nurse"},
 		} {
-			if _, err := db.SearchJobs(ctx, nil, f); err != nil {
+			if _, err := traced.SearchJobs(ctx, nil, f); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -207,7 +207,6 @@ func TestReadsKeepAGenericPlan(t *testing.T) {
 			}
 		}
 	}
-	postgres.TraceSearch(db.DB, nil)
 	if len(fixed) < 5 {
 		t.Fatalf("%d statements of fixed plan traced, want the listing, window and text index ones", len(fixed))
 	}

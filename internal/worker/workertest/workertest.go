@@ -9,9 +9,7 @@
 package workertest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -34,6 +32,7 @@ import (
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 	"github.com/jobboard/jobboard/internal/queue"
+	"github.com/jobboard/jobboard/internal/syncio"
 	"github.com/jobboard/jobboard/internal/worker"
 )
 
@@ -500,34 +499,17 @@ func (m *FlakyMailer) Calls() (attempted, sent int) {
 	return m.calls, m.sent
 }
 
-// LogBuffer collects log lines from several goroutines.
+// LogBuffer collects the JSON log lines of several goroutines.
 type LogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *LogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	syncio.Buffer
 }
 
 // Lines returns every line written so far, decoded as JSON objects.
 func (b *LogBuffer) Lines(tb testing.TB) []map[string]any {
 	tb.Helper()
-	b.mu.Lock()
-	data := append([]byte(nil), b.buf.Bytes()...)
-	b.mu.Unlock()
-	var lines []map[string]any
-	for _, raw := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		if len(raw) == 0 {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal(raw, &m); err != nil {
-			tb.Fatalf("log line is not JSON: %s", raw)
-		}
-		lines = append(lines, m)
+	lines, err := b.JSONLines()
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return lines
 }
