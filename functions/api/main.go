@@ -270,6 +270,7 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, metrics io
 	relay := eventRelay(ctx, cfg.queueURL, cfg.webhooks.queueURL, cfg.AWS, db, logger)
 	h = httpapi.NewServer(httpapi.Config{
 		RequestID:    gatewayRequestID,
+		Writes:       db,
 		Users:        db,
 		Companies:    db,
 		Jobs:         db,

@@ -116,19 +116,23 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// writeScope is where a write goes: the pool, whose methods each commit on
+// their own (DB), or the one transaction of a keyed write (keyedWrite). The
+// write methods that a keyed write offers are written once, against a
+// writeScope.
+type writeScope interface {
+	// writer returns where a single write statement goes.
+	writer(ctx context.Context) (querier, error)
+	// inTx runs fn in a transaction, and returns the commit's error.
+	inTx(ctx context.Context, fn func(tx pgx.Tx) error) error
+}
+
+// writer returns the pool: a statement commits on its own.
+func (db *DB) writer(context.Context) (querier, error) { return db.pool, nil }
+
 // inTx runs fn in a transaction: committed when fn returns nil, rolled back
 // when it returns an error. The commit's own error is returned, never dropped.
-// Inside a keyed write (see idempotency.go) fn runs in that write's
-// transaction instead, which its IdempotentWrite commits or rolls back as a
-// whole; an error of fn then fails the whole write.
 func (db *DB) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	if w := db.idempotentWriteIn(ctx); w != nil {
-		tx, err := w.begin(ctx)
-		if err != nil {
-			return err
-		}
-		return fn(tx)
-	}
 	return pgx.BeginFunc(ctx, db.pool, fn)
 }
 

@@ -119,10 +119,13 @@ func storeWorkload(t *testing.T, db *pgtest.DB, w world) {
 	nj := newJob("Site Reliability Engineer")
 	_, err = db.CreateJob(ctx, w.employer, w.company.ID, nj)
 	check("create job", err)
-	keyed, write := db.BeginIdempotent(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: "k-" + t.Name(), Fingerprint: []byte("f")})
-	_, err = db.CreateJob(keyed, w.employer, w.company.ID, nj)
-	check("keyed create job", err)
-	check("commit keyed write", write.Commit(keyed, jobboard.StoredResponse{Status: 201, Body: []byte(`{}`)}))
+	check("keyed create job", db.KeyedWrite(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: "k-" + t.Name(), Fingerprint: []byte("f")},
+		func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+			if _, err := st.CreateJob(ctx, w.employer, w.company.ID, nj); err != nil {
+				return nil, err
+			}
+			return &jobboard.StoredResponse{Status: 201, Body: []byte(`{}`)}, nil
+		}))
 	_, err = db.StoredResponse(ctx, "user:1", "k-"+t.Name())
 	check("stored response", err)
 

@@ -176,12 +176,12 @@ func (e *Env) newApp(tb testing.TB, verified bool) App {
 	tb.Helper()
 	ctx := context.Background()
 	tag := strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
-	employer, err := e.DB.CreateUser(ctx, jobboard.Registration{
+	employer, err := pgtest.CreateUser(ctx, e.Pool, jobboard.Registration{
 		Email: "boss-" + tag + "@example.com", Name: "Boss " + tag, Role: jobboard.RoleEmployer}, "hash")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	candidate, err := e.DB.CreateUser(ctx, jobboard.Registration{
+	candidate, err := pgtest.CreateUser(ctx, e.Pool, jobboard.Registration{
 		Email: "sam-" + tag + "@example.com", Name: "Sam " + tag, Role: jobboard.RoleCandidate}, "hash")
 	if err != nil {
 		tb.Fatal(err)
