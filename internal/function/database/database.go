@@ -54,25 +54,49 @@ func LoadSettings(getenv func(string) string, loginEnv string) (Settings, error)
 	return s, errors.Join(errs...)
 }
 
-// Open opens a pool over the function's database: DATABASE_URL, or the URL
-// of the secret (s.SecretARN, else DATABASE_SECRET_ARN) looked up through
-// secrets, whose user and password then stay current for every new
-// connection (postgres.WithCredentials), so that a rotation needs no
-// restart. The pool sends statements in s.QueryExecMode; options adjust it
-// further (its size, session settings). Errors: those of secret.DatabaseAs
-// and of postgres.Open.
-func Open(ctx context.Context, s Settings, getenv func(string) string, secrets func() (secret.Getter, error), options ...func(*pgxpool.Config)) (*postgres.DB, error) {
+// Source is where a function's database is: its URL, and the credentials
+// that keep the user and password of new connections current when they
+// come from Secrets Manager (nil with DATABASE_URL).
+type Source struct {
+	URL         string
+	Credentials *secret.DatabaseCredentials
+	// QueryExecMode is how the pool sends statements (Settings').
+	QueryExecMode pgx.QueryExecMode
+}
+
+// Find finds the function's database: DATABASE_URL, or the URL of the
+// secret (s.SecretARN, else DATABASE_SECRET_ARN) looked up through secrets.
+// Errors: those of secret.DatabaseAs.
+func Find(ctx context.Context, s Settings, getenv func(string) string, secrets func() (secret.Getter, error)) (Source, error) {
 	url, creds, err := secret.DatabaseAs(ctx, getenv, secrets, s.SecretARN)
 	if err != nil {
-		return nil, fmt.Errorf("database: %w", err)
+		return Source{}, fmt.Errorf("database: %w", err)
 	}
-	options = append([]func(*pgxpool.Config){postgres.WithQueryExecMode(s.QueryExecMode)}, options...)
-	if creds != nil { // a typed nil would make WithCredentials ask nobody
-		options = append(options, postgres.WithCredentials(creds))
+	return Source{URL: url, Credentials: creds, QueryExecMode: s.QueryExecMode}, nil
+}
+
+// Open opens a pool over the database: in src.QueryExecMode, and with
+// src.Credentials asked for the user and password of every new connection
+// (postgres.WithCredentials), so that a rotation needs no restart; options
+// adjust it further (its size, session settings). Errors: postgres.Open's.
+func (src Source) Open(ctx context.Context, options ...func(*pgxpool.Config)) (*postgres.DB, error) {
+	options = append([]func(*pgxpool.Config){postgres.WithQueryExecMode(src.QueryExecMode)}, options...)
+	if src.Credentials != nil { // a typed nil would make WithCredentials ask nobody
+		options = append(options, postgres.WithCredentials(src.Credentials))
 	}
-	db, err := postgres.Open(ctx, url, options...)
+	db, err := postgres.Open(ctx, src.URL, options...)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
 	return db, nil
+}
+
+// Open finds the function's database (Find) and opens a pool over it
+// (Source.Open): the one way every function's wire opens its database.
+func Open(ctx context.Context, s Settings, getenv func(string) string, secrets func() (secret.Getter, error), options ...func(*pgxpool.Config)) (*postgres.DB, error) {
+	src, err := Find(ctx, s, getenv, secrets)
+	if err != nil {
+		return nil, err
+	}
+	return src.Open(ctx, options...)
 }
