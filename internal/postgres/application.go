@@ -67,17 +67,8 @@ FROM jobs j WHERE j.id = $1`
 // closed and the actor is a member of its company,
 // jobboard.ErrDuplicateApplication when the candidate has applied to it
 // already, jobboard.ErrSessionRevoked.
-func (db *DB) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na jobboard.NewApplication) (jobboard.Application, error) {
-	return applyIn(ctx, db, actor, jobID, na)
-}
-
-// Apply is DB.Apply inside the keyed write.
-func (w *keyedWrite) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na jobboard.NewApplication) (jobboard.Application, error) {
-	return applyIn(ctx, w, actor, jobID, na)
-}
-
-// applyIn is Apply in scope: the pool's, or a keyed write's transaction.
-func applyIn(ctx context.Context, db writeScope, actor jobboard.Actor, jobID int64, na jobboard.NewApplication) (jobboard.Application, error) {
+func (w writes) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na jobboard.NewApplication) (jobboard.Application, error) {
+	db := w.scope
 	if actor.Role != jobboard.RoleCandidate {
 		return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, jobboard.ErrForbidden)
 	}
@@ -270,17 +261,8 @@ INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($1, $2, $
 // Errors: jobboard.ErrNotFound, jobboard.ErrPreconditionFailed (stale
 // IfVersion), jobboard.ErrInvalidTransition (a *jobboard.TransitionError),
 // jobboard.ErrSessionRevoked.
-func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.Event, error) {
-	return changeStatusIn(ctx, db, actor, id, c)
-}
-
-// ChangeStatus is DB.ChangeStatus inside the keyed write.
-func (w *keyedWrite) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.Event, error) {
-	return changeStatusIn(ctx, w, actor, id, c)
-}
-
-// changeStatusIn is ChangeStatus in scope: the pool's, or a keyed write's transaction.
-func changeStatusIn(ctx context.Context, db writeScope, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.Event, error) {
+func (w writes) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.Event, error) {
+	db := w.scope
 	var (
 		app     jobboard.Application
 		event   *jobboard.Event

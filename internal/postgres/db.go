@@ -19,6 +19,8 @@ import (
 // store interfaces of package jobboard.
 type DB struct {
 	pool *pgxpool.Pool
+	// writes are jobboard.Writes over the pool, each committing on its own.
+	writes
 }
 
 // Open connects a pool to the database at url. Options adjust the pool
@@ -40,7 +42,9 @@ func Open(ctx context.Context, url string, options ...func(*pgxpool.Config)) (*D
 		pool.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	return &DB{pool: pool}, nil
+	db := &DB{pool: pool}
+	db.writes = writes{db}
+	return db, nil
 }
 
 // WithStatementTimeout makes the server cancel any statement of the pool
@@ -117,14 +121,19 @@ type querier interface {
 }
 
 // writeScope is where a write goes: the pool, whose methods each commit on
-// their own (DB), or the one transaction of a keyed write (keyedWrite). The
-// write methods that a keyed write offers are written once, against a
-// writeScope.
+// their own (DB), or the one transaction of a keyed write (keyedWrite).
 type writeScope interface {
 	// writer returns where a single write statement goes.
 	writer(ctx context.Context) (querier, error)
 	// inTx runs fn in a transaction, and returns the commit's error.
 	inTx(ctx context.Context, fn func(tx pgx.Tx) error) error
+}
+
+// writes are the methods of jobboard.Writes, written once against a
+// writeScope: DB embeds them over itself (the pool), a keyedWrite over its
+// transaction, and so offers no other way to the database.
+type writes struct {
+	scope writeScope
 }
 
 // writer returns the pool: a statement commits on its own.

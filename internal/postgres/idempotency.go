@@ -46,6 +46,7 @@ var _ jobboard.Writes = (*keyedWrite)(nil)
 // KeyedWrite. It has no other way to the database. One request's handler
 // uses it from one goroutine.
 type keyedWrite struct {
+	writes
 	db  *DB
 	req jobboard.IdempotentRequest
 	tx  pgx.Tx
@@ -66,6 +67,7 @@ var errKeyedWriteEnded = errors.New("keyed write: used after its callback return
 // on any error nothing is committed.
 func (db *DB) KeyedWrite(ctx context.Context, req jobboard.IdempotentRequest, fn func(jobboard.Writes) (*jobboard.StoredResponse, error)) error {
 	w := &keyedWrite{db: db, req: req}
+	w.writes = writes{w}
 	defer w.rollback(ctx)
 	a, err := fn(w)
 	if err != nil || a == nil {

@@ -69,17 +69,8 @@ RETURNING ` + jobColumns
 // CreateJob stores an open job of the company. Errors: jobboard.ErrNotFound
 // when the company does not exist or the actor is not its member,
 // jobboard.ErrSessionRevoked.
-func (db *DB) CreateJob(ctx context.Context, actor jobboard.Actor, companyID int64, nj jobboard.NewJob) (jobboard.Job, error) {
-	return createJobIn(ctx, db, actor, companyID, nj)
-}
-
-// CreateJob is DB.CreateJob inside the keyed write.
-func (w *keyedWrite) CreateJob(ctx context.Context, actor jobboard.Actor, companyID int64, nj jobboard.NewJob) (jobboard.Job, error) {
-	return createJobIn(ctx, w, actor, companyID, nj)
-}
-
-// createJobIn is CreateJob in scope: the pool's, or a keyed write's transaction.
-func createJobIn(ctx context.Context, db writeScope, actor jobboard.Actor, companyID int64, nj jobboard.NewJob) (jobboard.Job, error) {
+func (w writes) CreateJob(ctx context.Context, actor jobboard.Actor, companyID int64, nj jobboard.NewJob) (jobboard.Job, error) {
+	db := w.scope
 	q, err := db.writer(ctx)
 	if err != nil {
 		return jobboard.Job{}, fmt.Errorf("create job in company %d: %w", companyID, err)
@@ -172,17 +163,8 @@ RETURNING ` + jobColumns
 // values (see jobboard.JobPatch.Validate). Errors: a
 // *jobboard.ValidationError when the patch is invalid (nothing is written
 // then), jobboard.ErrNotFound, jobboard.ErrSessionRevoked.
-func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
-	return updateJobIn(ctx, db, actor, id, p)
-}
-
-// UpdateJob is DB.UpdateJob inside the keyed write.
-func (w *keyedWrite) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
-	return updateJobIn(ctx, w, actor, id, p)
-}
-
-// updateJobIn is UpdateJob in scope: the pool's, or a keyed write's transaction.
-func updateJobIn(ctx context.Context, db writeScope, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
+func (w writes) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
+	db := w.scope
 	p.Normalize()
 	if err := p.Validate(); err != nil {
 		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, err)

@@ -56,17 +56,8 @@ SELECT email, email_verified_at IS NOT NULL FROM users WHERE id = $1 FOR NO KEY 
 // RequestVerification queues another verification email for the user
 // (see jobboard.UserStore). Errors: jobboard.ErrNotFound,
 // jobboard.ErrAlreadyVerified, a *jobboard.VerificationThrottledError.
-func (db *DB) RequestVerification(ctx context.Context, userID int64, p jobboard.VerificationPolicy, now time.Time) (jobboard.Event, error) {
-	return requestVerificationIn(ctx, db, userID, p, now)
-}
-
-// RequestVerification is DB.RequestVerification inside the keyed write.
-func (w *keyedWrite) RequestVerification(ctx context.Context, userID int64, p jobboard.VerificationPolicy, now time.Time) (jobboard.Event, error) {
-	return requestVerificationIn(ctx, w, userID, p, now)
-}
-
-// requestVerificationIn is RequestVerification in scope: the pool's, or a keyed write's transaction.
-func requestVerificationIn(ctx context.Context, db writeScope, userID int64, p jobboard.VerificationPolicy, now time.Time) (jobboard.Event, error) {
+func (w writes) RequestVerification(ctx context.Context, userID int64, p jobboard.VerificationPolicy, now time.Time) (jobboard.Event, error) {
+	db := w.scope
 	var ev jobboard.Event
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		var (
@@ -178,17 +169,8 @@ SELECT used_at IS NOT NULL, expires_at <= $2 FROM email_verification_tokens WHER
 // and uses the token up (see jobboard.UserStore). Errors:
 // jobboard.ErrVerificationTokenInvalid, jobboard.ErrVerificationTokenUsed,
 // jobboard.ErrVerificationTokenExpired.
-func (db *DB) VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time) (jobboard.User, error) {
-	return verifyEmailIn(ctx, db, tokenHash, now)
-}
-
-// VerifyEmail is DB.VerifyEmail inside the keyed write.
-func (w *keyedWrite) VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time) (jobboard.User, error) {
-	return verifyEmailIn(ctx, w, tokenHash, now)
-}
-
-// verifyEmailIn is VerifyEmail in scope: the pool's, or a keyed write's transaction.
-func verifyEmailIn(ctx context.Context, db writeScope, tokenHash []byte, now time.Time) (jobboard.User, error) {
+func (w writes) VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time) (jobboard.User, error) {
+	db := w.scope
 	q, err := db.writer(ctx)
 	if err != nil {
 		return jobboard.User{}, fmt.Errorf("verify email: %w", err)

@@ -64,17 +64,8 @@ RETURNING ` + endpointColumns
 // CreateWebhookEndpoint stores an endpoint of the company with its sealed
 // secret (see jobboard.WebhookStore). Errors: jobboard.ErrNotFound,
 // jobboard.ErrTooManyWebhookEndpoints, jobboard.ErrSessionRevoked.
-func (db *DB) CreateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID int64, n jobboard.NewWebhookEndpoint, sealedSecret []byte) (jobboard.WebhookEndpoint, error) {
-	return createWebhookEndpointIn(ctx, db, actor, companyID, n, sealedSecret)
-}
-
-// CreateWebhookEndpoint is DB.CreateWebhookEndpoint inside the keyed write.
-func (w *keyedWrite) CreateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID int64, n jobboard.NewWebhookEndpoint, sealedSecret []byte) (jobboard.WebhookEndpoint, error) {
-	return createWebhookEndpointIn(ctx, w, actor, companyID, n, sealedSecret)
-}
-
-// createWebhookEndpointIn is CreateWebhookEndpoint in scope: the pool's, or a keyed write's transaction.
-func createWebhookEndpointIn(ctx context.Context, db writeScope, actor jobboard.Actor, companyID int64, n jobboard.NewWebhookEndpoint, sealedSecret []byte) (jobboard.WebhookEndpoint, error) {
+func (w writes) CreateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID int64, n jobboard.NewWebhookEndpoint, sealedSecret []byte) (jobboard.WebhookEndpoint, error) {
+	db := w.scope
 	enabled := n.Enabled == nil || *n.Enabled
 	var e jobboard.WebhookEndpoint
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
@@ -180,17 +171,8 @@ RETURNING ` + endpointColumns
 
 // UpdateWebhookEndpoint applies a patch to an endpoint of the company.
 // Errors: jobboard.ErrNotFound, jobboard.ErrSessionRevoked.
-func (db *DB) UpdateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, id int64, p jobboard.WebhookEndpointPatch) (jobboard.WebhookEndpoint, error) {
-	return updateWebhookEndpointIn(ctx, db, actor, companyID, id, p)
-}
-
-// UpdateWebhookEndpoint is DB.UpdateWebhookEndpoint inside the keyed write.
-func (w *keyedWrite) UpdateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, id int64, p jobboard.WebhookEndpointPatch) (jobboard.WebhookEndpoint, error) {
-	return updateWebhookEndpointIn(ctx, w, actor, companyID, id, p)
-}
-
-// updateWebhookEndpointIn is UpdateWebhookEndpoint in scope: the pool's, or a keyed write's transaction.
-func updateWebhookEndpointIn(ctx context.Context, db writeScope, actor jobboard.Actor, companyID, id int64, p jobboard.WebhookEndpointPatch) (jobboard.WebhookEndpoint, error) {
+func (w writes) UpdateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, id int64, p jobboard.WebhookEndpointPatch) (jobboard.WebhookEndpoint, error) {
+	db := w.scope
 	q, err := db.writer(ctx)
 	if err != nil {
 		return jobboard.WebhookEndpoint{}, fmt.Errorf("update webhook endpoint %d: %w", id, err)
@@ -243,17 +225,8 @@ RETURNING ` + endpointColumns
 // RotateWebhookSecret replaces the endpoint's signing secret; the one it
 // replaces keeps signing for overlap. Errors: jobboard.ErrNotFound,
 // jobboard.ErrSessionRevoked.
-func (db *DB) RotateWebhookSecret(ctx context.Context, actor jobboard.Actor, companyID, id int64, sealedSecret []byte, overlap time.Duration) (jobboard.WebhookEndpoint, error) {
-	return rotateWebhookSecretIn(ctx, db, actor, companyID, id, sealedSecret, overlap)
-}
-
-// RotateWebhookSecret is DB.RotateWebhookSecret inside the keyed write.
-func (w *keyedWrite) RotateWebhookSecret(ctx context.Context, actor jobboard.Actor, companyID, id int64, sealedSecret []byte, overlap time.Duration) (jobboard.WebhookEndpoint, error) {
-	return rotateWebhookSecretIn(ctx, w, actor, companyID, id, sealedSecret, overlap)
-}
-
-// rotateWebhookSecretIn is RotateWebhookSecret in scope: the pool's, or a keyed write's transaction.
-func rotateWebhookSecretIn(ctx context.Context, db writeScope, actor jobboard.Actor, companyID, id int64, sealedSecret []byte, overlap time.Duration) (jobboard.WebhookEndpoint, error) {
+func (w writes) RotateWebhookSecret(ctx context.Context, actor jobboard.Actor, companyID, id int64, sealedSecret []byte, overlap time.Duration) (jobboard.WebhookEndpoint, error) {
+	db := w.scope
 	q, err := db.writer(ctx)
 	if err != nil {
 		return jobboard.WebhookEndpoint{}, fmt.Errorf("rotate secret of webhook endpoint %d: %w", id, err)
@@ -396,17 +369,8 @@ WHERE d.id = $4 AND d.endpoint_id = $3 AND e.company_id = $1 AND ` + webhookMemb
 // id, whatever its state, and notes its outbox row for the relay. Errors:
 // jobboard.ErrNotFound, jobboard.ErrWebhookEndpointDisabled,
 // jobboard.ErrSessionRevoked.
-func (db *DB) ReplayWebhookDelivery(ctx context.Context, actor jobboard.Actor, companyID, endpointID, deliveryID int64) (jobboard.WebhookDelivery, error) {
-	return replayWebhookDeliveryIn(ctx, db, actor, companyID, endpointID, deliveryID)
-}
-
-// ReplayWebhookDelivery is DB.ReplayWebhookDelivery inside the keyed write.
-func (w *keyedWrite) ReplayWebhookDelivery(ctx context.Context, actor jobboard.Actor, companyID, endpointID, deliveryID int64) (jobboard.WebhookDelivery, error) {
-	return replayWebhookDeliveryIn(ctx, w, actor, companyID, endpointID, deliveryID)
-}
-
-// replayWebhookDeliveryIn is ReplayWebhookDelivery in scope: the pool's, or a keyed write's transaction.
-func replayWebhookDeliveryIn(ctx context.Context, db writeScope, actor jobboard.Actor, companyID, endpointID, deliveryID int64) (jobboard.WebhookDelivery, error) {
+func (w writes) ReplayWebhookDelivery(ctx context.Context, actor jobboard.Actor, companyID, endpointID, deliveryID int64) (jobboard.WebhookDelivery, error) {
+	db := w.scope
 	args := []any{companyID, actor.UserID, endpointID, deliveryID, actor.PasswordChangedAt}
 	d, err := dispatch(ctx, db, actor, replayDeliverySQL, deliveryTargetSQL, args)
 	if err != nil {
@@ -446,17 +410,8 @@ WHERE e.id = $3 AND e.company_id = $1 AND ` + webhookMember("$4")
 // endpoint and notes its outbox row for the relay. Errors:
 // jobboard.ErrNotFound, jobboard.ErrWebhookEndpointDisabled,
 // jobboard.ErrSessionRevoked.
-func (db *DB) PingWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, endpointID int64) (jobboard.WebhookDelivery, error) {
-	return pingWebhookEndpointIn(ctx, db, actor, companyID, endpointID)
-}
-
-// PingWebhookEndpoint is DB.PingWebhookEndpoint inside the keyed write.
-func (w *keyedWrite) PingWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, endpointID int64) (jobboard.WebhookDelivery, error) {
-	return pingWebhookEndpointIn(ctx, w, actor, companyID, endpointID)
-}
-
-// pingWebhookEndpointIn is PingWebhookEndpoint in scope: the pool's, or a keyed write's transaction.
-func pingWebhookEndpointIn(ctx context.Context, db writeScope, actor jobboard.Actor, companyID, endpointID int64) (jobboard.WebhookDelivery, error) {
+func (w writes) PingWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, endpointID int64) (jobboard.WebhookDelivery, error) {
+	db := w.scope
 	d, err := dispatch(ctx, db, actor, pingSQL, pingTargetSQL, []any{companyID, actor.UserID, endpointID, actor.PasswordChangedAt})
 	if err != nil {
 		return jobboard.WebhookDelivery{}, fmt.Errorf("ping webhook endpoint %d: %w", endpointID, err)
