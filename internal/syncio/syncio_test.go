@@ -36,7 +36,7 @@ func TestBufferKeepsConcurrentLinesWhole(t *testing.T) {
 func TestJSONLinesRefusesText(t *testing.T) {
 	t.Parallel()
 	var b syncio.Buffer
-	b.Write([]byte("{\"ok\":1}\n\nnot json\n"))
+	_, _ = b.Write([]byte("{\"ok\":1}\n\nnot json\n"))
 	lines, err := b.JSONLines()
 	if err == nil || !strings.Contains(err.Error(), "not json") || len(lines) != 1 {
 		t.Errorf("JSONLines = %v, %v; want the first line and an error quoting the second", lines, err)
