@@ -120,10 +120,10 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
 		problems = append(problems, err)
 	}
-	if s.Lambda && getenv(secret.EnvJWTSecret) == "" && getenv(secret.EnvJWTSecretARN) == "" {
+	if s.Lambda && getenv("JWT_SECRET") == "" && getenv("JWT_SECRET_ARN") == "" {
 		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvJWTSecret, secret.EnvJWTSecretARN))
 	}
-	if s.Lambda && getenv(secret.EnvWebhookSealingKey) == "" && getenv(secret.EnvWebhookSealingKeyARN) == "" {
+	if s.Lambda && getenv("WEBHOOK_SEALING_KEY") == "" && getenv("WEBHOOK_SEALING_KEY_SECRET_ARN") == "" {
 		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvWebhookSealingKey, secret.EnvWebhookSealingKeyARN))
 	}
 	if v := getenv("DATABASE_STATEMENT_TIMEOUT"); v != "" {

@@ -60,7 +60,7 @@ type settings struct {
 func loadSettings(getenv func(string) string) (settings, error) {
 	shared, err := function.Load(getenv)
 	problems := []error{err}
-	if getenv(secret.EnvDatabaseURL) == "" && getenv(secret.EnvDatabaseSecretARN) == "" {
+	if getenv("DATABASE_URL") == "" && getenv("DATABASE_SECRET_ARN") == "" {
 		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN))
 	}
 	return settings{Settings: shared}, errors.Join(problems...)

@@ -116,7 +116,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.role == "" {
 		s.role = postgres.WebhookRole
 	}
-	if getenv(secret.EnvWebhookSealingKey) == "" && getenv(secret.EnvWebhookSealingKeyARN) == "" {
+	if getenv("WEBHOOK_SEALING_KEY") == "" && getenv("WEBHOOK_SEALING_KEY_SECRET_ARN") == "" {
 		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvWebhookSealingKey, secret.EnvWebhookSealingKeyARN))
 	}
 	if s.db, err = database.LoadSettings(getenv, "WEBHOOK_DATABASE_SECRET_ARN"); err != nil {

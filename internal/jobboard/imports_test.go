@@ -23,9 +23,9 @@ var allowedInternal = map[string][]string{
 	// The webhook delivery function's handler and client, and the
 	// receivers its tests and the chaos run use.
 	"internal/webhook":             {"internal/jobboard", "internal/emf"},
-	"internal/webhook/webhooktest": {},
+	"internal/webhook/webhooktest": {"internal/localhost"},
 	"internal/emf":                 {},
-	"internal/localaws":            {},
+	"internal/localaws":            {"internal/localhost"},
 	// The local stand-in for the Lambda event source mapping: linked into
 	// the worker for its local mode, so it must not pull in the stand-ins'
 	// launchers and test helpers (package localaws).
@@ -35,7 +35,15 @@ var allowedInternal = map[string][]string{
 	// The API's JSON client for the programs that drive it from outside.
 	"internal/apiclient": {},
 	// What the functions' mains share: their common settings and logger.
-	"internal/function":        {"internal/awsenv"},
+	"internal/function": {"internal/awsenv"},
+	// How the functions open their database: the secret, then the pool.
+	// A composition helper of the mains, apart from package function so
+	// that the deploy hook links no driver.
+	"internal/function/database": {"internal/postgres", "internal/secret"},
+	// Free ports and the module's root, and a log buffer shared by
+	// goroutines: for tests and the local tools, on the standard library.
+	"internal/localhost":       {},
+	"internal/syncio":          {},
 	"internal/postgres/schema": {},
 	// The deploy's PreTraffic hook: migrate, smoke-test, report.
 	"internal/deployhook": {},
