@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"net/http"
 	"runtime"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
+	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
@@ -22,15 +22,15 @@ import (
 // cores and the memory the process may take.
 func TestPasswordHashesSetting(t *testing.T) {
 	t.Parallel()
-	cfg, err := loadConfig(env(map[string]string{"PASSWORD_HASH_CONCURRENCY": "3"}))
+	cfg, err := loadSettings(withDB(map[string]string{"PASSWORD_HASH_CONCURRENCY": "3"}))
 	if err != nil || cfg.passwordHashes != 3 {
 		t.Fatalf("PASSWORD_HASH_CONCURRENCY=3: %d, %v", cfg.passwordHashes, err)
 	}
-	cfg, err = loadConfig(env(map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}))
+	cfg, err = loadSettings(withDB(map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}))
 	if err != nil || cfg.passwordHashes != 1 {
 		t.Fatalf("a 128 MB Lambda: %d slots, %v; want 1", cfg.passwordHashes, err)
 	}
-	cfg, err = loadConfig(env(map[string]string{}))
+	cfg, err = loadSettings(withDB(map[string]string{}))
 	want := httpapi.PasswordHashConcurrency(runtime.GOMAXPROCS(0), memoryLimit(env(nil), readNothing), httpapi.DefaultPasswordParams)
 	if err != nil || cfg.passwordHashes < 1 || cfg.passwordHashes > want {
 		t.Fatalf("default: %d slots, %v; want 1 to %d", cfg.passwordHashes, err, want)
@@ -78,13 +78,7 @@ func TestLambdaClientIsTheGatewaySourceIP(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	key := []byte(strings.Repeat("k", 32))
-	cfg := config{databaseURL: pgtest.NewURL(t), passwordHashes: 1,
-		tokenKeys: func(context.Context, bool) (httpapi.TokenKeys, error) { return httpapi.TokenKeys{Current: key}, nil }}
-	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeDB()
+	h := openHandler(t, settings{passwordHashes: 1}, database.Source{URL: pgtest.NewURL(t)}, staticKeys(key))
 	adapter := httpadapter.NewV2(h)
 	login := func(sourceIP, forwardedFor string) int {
 		t.Helper()

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/dev/apiclient"
+	"github.com/jobboard/jobboard/internal/dev/localhost"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
@@ -229,10 +229,11 @@ func servePeer(peer string) error {
 // and process id. Its database sessions are named name.
 func (fx *benchFixture) startPeer(ctx context.Context, b *testing.B, kind, mode, name string) *benchPeer {
 	b.Helper()
-	port, err := freePort(ctx)
+	ports, err := localhost.FreePorts(ctx, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
+	port := ports[0]
 	url := fx.url + "&application_name=" + name
 	environment := []string{benchPeerEnv + "=" + kind, "PORT=" + strconv.Itoa(port), "JWT_SECRET=" + string(fx.key)}
 	if kind == "api" {
@@ -261,15 +262,6 @@ func (fx *benchFixture) startPeer(ctx context.Context, b *testing.B, kind, mode,
 		b.Fatalf("%s: %v", name, err)
 	}
 	return &benchPeer{name: name, url: base, pid: cmd.Process.Pid}
-}
-
-func freePort(ctx context.Context) (int, error) {
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // benchEndpoint is one request of the benchmark: request makes the

@@ -40,14 +40,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/function"
+	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/httpapi"
+	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/secret"
 )
@@ -81,19 +81,14 @@ const (
 // 10 s timeout, far above any search served by an index.
 const defaultStatementTimeout = 5 * time.Second
 
-// config is what run reads from the environment (loadConfig), and the
-// secrets it looks up before it serves (loadDatabaseURL, loadJWTSecret).
-type config struct {
+// settings is what run reads from the environment. The secrets it names
+// are looked up by wire.
+type settings struct {
 	function.Settings
-	databaseURL      string
+	// db names the database and how statements are sent.
+	db               database.Settings
 	statementTimeout time.Duration
-	queryExecMode    pgx.QueryExecMode
-	// dbCredentials keep the user and password of new connections current
-	// when they come from Secrets Manager; nil locally.
-	dbCredentials *secret.DatabaseCredentials
-	// tokenKeys gives the JWT signing keys, current and previous.
-	tokenKeys httpapi.TokenKeySource
-	port      string
+	port             string
 	// queueURL is where committed status events are published right away;
 	// empty: they wait in the outbox for the sweeper.
 	queueURL string
@@ -107,50 +102,53 @@ type config struct {
 	webhooks webhookSettings
 }
 
-// loadConfig reads the plain settings; the secrets come from
-// loadDatabaseURL and loadJWTSecret.
-func loadConfig(getenv func(string) string) (config, error) {
+// loadSettings reads the settings; the error names every variable that is
+// missing or malformed. In Lambda the JWT key and the webhook sealing key
+// must be named; locally wire makes random ones.
+func loadSettings(getenv func(string) string) (settings, error) {
 	shared, err := function.Load(getenv)
-	if err != nil {
-		return config{}, err
+	s := settings{
+		Settings:         shared,
+		port:             getenv("PORT"),
+		queueURL:         getenv("STATUS_EVENTS_QUEUE_URL"),
+		statementTimeout: defaultStatementTimeout,
 	}
-	c := config{
-		Settings: shared,
-		port:     getenv("PORT"),
-		queueURL: getenv("STATUS_EVENTS_QUEUE_URL"),
+	problems := []error{err}
+	if s.port == "" {
+		s.port = "8080"
 	}
-	if c.port == "" {
-		c.port = "8080"
+	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
+		problems = append(problems, err)
 	}
-	c.statementTimeout = defaultStatementTimeout
+	if s.Lambda && getenv("JWT_SECRET") == "" && getenv("JWT_SECRET_ARN") == "" {
+		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvJWTSecret, secret.EnvJWTSecretARN))
+	}
+	if s.Lambda && getenv("WEBHOOK_SEALING_KEY") == "" && getenv("WEBHOOK_SEALING_KEY_SECRET_ARN") == "" {
+		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvWebhookSealingKey, secret.EnvWebhookSealingKeyARN))
+	}
 	if v := getenv("DATABASE_STATEMENT_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Millisecond {
-			return c, fmt.Errorf("DATABASE_STATEMENT_TIMEOUT %q: want a duration of at least 1ms, such as 5s", v)
+			problems = append(problems, fmt.Errorf("DATABASE_STATEMENT_TIMEOUT %q: want a duration of at least 1ms, such as 5s", v))
 		}
-		c.statementTimeout = d
+		s.statementTimeout = d
 	}
-	if c.queryExecMode, err = postgres.ParseQueryExecMode(getenv("DATABASE_QUERY_EXEC_MODE")); err != nil {
-		return c, fmt.Errorf("DATABASE_QUERY_EXEC_MODE: %w", err)
+	if s.corsOrigins, err = httpapi.ParseAllowedOrigins(getenv("CORS_ALLOWED_ORIGINS")); err != nil {
+		problems = append(problems, fmt.Errorf("CORS_ALLOWED_ORIGINS: %w", err))
 	}
-	origins, err := httpapi.ParseAllowedOrigins(getenv("CORS_ALLOWED_ORIGINS"))
-	if err != nil {
-		return c, fmt.Errorf("CORS_ALLOWED_ORIGINS: %w", err)
+	if s.publicMaxAge, err = cacheDuration("CACHE_MAX_AGE", getenv("CACHE_MAX_AGE")); err != nil {
+		problems = append(problems, err)
 	}
-	c.corsOrigins = origins
-	if c.publicMaxAge, err = cacheDuration("CACHE_MAX_AGE", getenv("CACHE_MAX_AGE")); err != nil {
-		return c, err
+	if s.staleWhileRevalidate, err = cacheDuration("CACHE_STALE_WHILE_REVALIDATE", getenv("CACHE_STALE_WHILE_REVALIDATE")); err != nil {
+		problems = append(problems, err)
 	}
-	if c.staleWhileRevalidate, err = cacheDuration("CACHE_STALE_WHILE_REVALIDATE", getenv("CACHE_STALE_WHILE_REVALIDATE")); err != nil {
-		return c, err
+	if s.passwordHashes, err = passwordHashes(getenv); err != nil {
+		problems = append(problems, err)
 	}
-	if c.passwordHashes, err = passwordHashes(getenv); err != nil {
-		return c, err
+	if s.webhooks, err = loadWebhookSettings(getenv); err != nil {
+		problems = append(problems, err)
 	}
-	if c.webhooks, err = loadWebhookSettings(getenv); err != nil {
-		return c, err
-	}
-	return c, nil
+	return s, errors.Join(problems...)
 }
 
 // cacheDuration reads a caching setting: empty means the default (zero), else
@@ -166,42 +164,30 @@ func cacheDuration(name, v string) (time.Duration, error) {
 	return d, nil
 }
 
-// loadDatabaseURL sets the database URL: DATABASE_URL, or on AWS the secret
-// named by DATABASE_SECRET_ARN.
-func (c *config) loadDatabaseURL(ctx context.Context, getenv func(string) string, newClient func() (secret.Getter, error)) error {
-	u, creds, err := secret.Database(ctx, getenv, newClient)
-	if err != nil {
-		return fmt.Errorf("database: %w", err)
-	}
-	c.databaseURL, c.dbCredentials = u, creds
-	return nil
-}
-
-// loadJWTSecret sets the token signing keys: JWT_SECRET, or on AWS the
+// loadTokenKeys returns the token signing keys: JWT_SECRET, or on AWS the
 // secret named by JWT_SECRET_ARN (its current and previous versions, looked
 // up again as they rotate). The first lookup happens here, so that a
-// missing or malformed secret fails the cold start. Locally, when neither
-// is set, a random key is made (tokens then do not survive a restart); in
-// Lambda that is an error.
-func (c *config) loadJWTSecret(ctx context.Context, getenv func(string) string, newClient func() (secret.Getter, error), logger *slog.Logger) error {
+// missing or malformed secret fails the cold start. Locally (lambda
+// false), when neither is set, a random key is made (tokens then do not
+// survive a restart); in Lambda that is an error.
+func loadTokenKeys(ctx context.Context, lambda bool, getenv func(string) string, newClient func() (secret.Getter, error), logger *slog.Logger) (httpapi.TokenKeySource, error) {
 	src, err := secret.NewJWTKeySource(getenv, newClient)
-	if errors.Is(err, secret.ErrNotConfigured) && !c.Lambda {
+	if errors.Is(err, secret.ErrNotConfigured) && !lambda {
 		logger.WarnContext(ctx, "JWT_SECRET is not set: using a random key, so tokens will not survive a restart")
 		key := rand.Text() + rand.Text()
 		src, err = secret.NewJWTKeySource(func(string) string { return key }, newClient)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	keys, err := src.Keys(ctx, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(keys.Current) < minSecretLen {
-		return fmt.Errorf("JWT_SECRET is %d bytes; at least %d are required", len(keys.Current), minSecretLen)
+		return nil, fmt.Errorf("JWT_SECRET is %d bytes; at least %d are required", len(keys.Current), minSecretLen)
 	}
-	c.tokenKeys = tokenKeys(src)
-	return nil
+	return tokenKeys(src), nil
 }
 
 // previousKeyWindow is how long after a rotation tokens signed with the
@@ -228,48 +214,67 @@ func tokenKeys(src *secret.JWTKeySource) httpapi.TokenKeySource {
 
 // run is main without the process: it returns instead of exiting, and takes
 // the arguments, environment and output as parameters so that tests can call
-// it.
+// it. It reads the settings, wires the API, and hands it to the Lambda
+// runtime, which does not return, or outside Lambda serves it on
+// 127.0.0.1:PORT until ctx ends.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) > 1 {
 		return fmt.Errorf("unknown command %q: the API takes none (migrations: make migrate)", args[1])
 	}
-	cfg, err := loadConfig(getenv)
+	s, err := loadSettings(getenv)
 	if err != nil {
 		return err
 	}
-	logger := cfg.Logger(stdout)
-	secrets := secret.NewClient(cfg.AWS) // used only when a secret comes from Secrets Manager
-	if err := cfg.loadDatabaseURL(ctx, getenv, secrets); err != nil {
+	w, err := wire(ctx, s, getenv, stdout)
+	if err != nil {
 		return err
 	}
-	if err := cfg.loadJWTSecret(ctx, getenv, secrets, logger); err != nil {
-		return err
-	}
-	if err := cfg.webhooks.loadSealer(ctx, cfg.Lambda, getenv, secrets, logger); err != nil {
-		return err
-	}
-	if cfg.Lambda {
-		return runLambda(ctx, cfg, logger, stdout)
-	}
-	return serveLocal(ctx, cfg, logger)
+	return w.Run(ctx, s.Settings)
 }
 
-// newHandler opens the database and wires the API handler, with the event
-// relay when one is configured; metrics, when not nil, gets a metric line
-// per request. close releases the database.
-func newHandler(ctx context.Context, cfg config, logger *slog.Logger, metrics io.Writer, poolOptions ...func(*pgxpool.Config)) (h http.Handler, closeDB func(), err error) {
-	if cfg.dbCredentials != nil {
-		poolOptions = append(poolOptions, postgres.WithCredentials(cfg.dbCredentials))
-	}
-	poolOptions = append(poolOptions, postgres.WithStatementTimeout(cfg.statementTimeout),
-		postgres.WithQueryExecMode(cfg.queryExecMode))
-	db, err := postgres.Open(ctx, cfg.databaseURL, poolOptions...)
+// wire builds the API from its settings: it looks up its secrets (the JWT
+// keys, the webhook sealing key, the database's; getenv names them, see
+// package secret), opens the database, and builds the handler. Inside
+// Lambda the handler serves API Gateway HTTP API (payload v2) events, each
+// with a deadline answerMargin before the invocation's, over Lambda's pool,
+// and writes a metric line per request to stdout (the log stream);
+// outside, it serves HTTP (serveLocal).
+func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
+	logger := s.Logger(stdout)
+	secrets := secret.NewClient(s.AWS) // used only when a secret comes from Secrets Manager
+	keys, err := loadTokenKeys(ctx, s.Lambda, getenv, secrets, logger)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	relay := eventRelay(ctx, cfg.queueURL, cfg.webhooks.queueURL, cfg.AWS, db, logger)
-	h = httpapi.NewServer(httpapi.Config{
+	sealer, err := loadSealer(ctx, s.Lambda, getenv, secrets, logger)
+	if err != nil {
+		return nil, err
+	}
+	var metrics io.Writer
+	options := []func(*pgxpool.Config){postgres.WithStatementTimeout(s.statementTimeout)}
+	if s.Lambda {
+		metrics = stdout
+		options = append(options, lambdaPool)
+	}
+	db, err := database.Open(ctx, s.db, getenv, secrets, options...)
+	if err != nil {
+		return nil, err
+	}
+	h := newHandler(ctx, s, db, keys, sealer, logger, metrics)
+	return &function.Wiring{
+		Handler: httpadapter.NewV2(withAnswerMargin(h, answerMargin)).ProxyWithContext,
+		Local:   func(ctx context.Context) error { return serveLocal(ctx, s.port, h, logger) },
+		Close:   db.Close,
+	}, nil
+}
+
+// newHandler wires the API handler over db, with the event relay when one
+// is configured; metrics, when not nil, gets a metric line per request.
+func newHandler(ctx context.Context, s settings, db *postgres.DB, keys httpapi.TokenKeySource, sealer jobboard.SecretSealer, logger *slog.Logger, metrics io.Writer) http.Handler {
+	relay := eventRelay(ctx, s.queueURL, s.webhooks.queueURL, s.AWS, db, logger)
+	return httpapi.NewServer(httpapi.Config{
 		RequestID:    gatewayRequestID,
+		Writes:       db,
 		Users:        db,
 		Companies:    db,
 		Jobs:         db,
@@ -279,22 +284,21 @@ func newHandler(ctx context.Context, cfg config, logger *slog.Logger, metrics io
 		Logins:       db,
 		Relay:        relay,
 		Logger:       logger,
-		TokenKeys:    cfg.tokenKeys,
+		TokenKeys:    keys,
 
 		Idempotency:          db,
 		ClientAddress:        gatewaySourceIP,
-		PasswordHashes:       cfg.passwordHashes,
-		PublicMaxAge:         cfg.publicMaxAge,
-		StaleWhileRevalidate: cfg.staleWhileRevalidate,
-		CORSAllowedOrigins:   cfg.corsOrigins,
+		PasswordHashes:       s.passwordHashes,
+		PublicMaxAge:         s.publicMaxAge,
+		StaleWhileRevalidate: s.staleWhileRevalidate,
+		CORSAllowedOrigins:   s.corsOrigins,
 		Metrics:              metrics,
-		FunctionVersion:      cfg.Version,
+		FunctionVersion:      s.Version,
 
 		Webhooks:      db,
-		WebhookSealer: cfg.webhooks.sealer,
-		WebhookURLs:   cfg.webhooks.urls,
+		WebhookSealer: sealer,
+		WebhookURLs:   s.webhooks.urls,
 	})
-	return h, db.Close, nil
 }
 
 // lambdaPool sizes the pool for a Lambda sandbox, which serves one request
@@ -323,29 +327,10 @@ func gatewaySourceIP(r *http.Request) string {
 	return gw.HTTP.SourceIP
 }
 
-// runLambda serves API Gateway HTTP API (payload v2) events, each with a
-// deadline answerMargin before the invocation's, and writes a metric line
-// per request to stdout (the log stream). lambda.Start does not return.
-func runLambda(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) error {
-	h, closeDB, err := newHandler(ctx, cfg, logger, stdout, lambdaPool)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	lambda.StartWithOptions(httpadapter.NewV2(withAnswerMargin(h, answerMargin)).ProxyWithContext, lambda.WithContext(ctx))
-	return nil
-}
-
-// serveLocal serves HTTP on 127.0.0.1:PORT until ctx ends (main ends it on
+// serveLocal serves h on 127.0.0.1:port until ctx ends (main ends it on
 // SIGINT or SIGTERM), then drains in-flight requests.
-func serveLocal(ctx context.Context, cfg config, logger *slog.Logger) error {
-	h, closeDB, err := newHandler(ctx, cfg, logger, nil)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", cfg.port))
+func serveLocal(ctx context.Context, port string, h http.Handler, logger *slog.Logger) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", port))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/httpapi/openapitest"
 	"github.com/jobboard/jobboard/internal/jobboard"
@@ -29,6 +30,54 @@ import (
 
 func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
+}
+
+// withDB is m with a DATABASE_URL (unless it has one), as the settings
+// want one.
+func withDB(m map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := m[k]; ok || k != "DATABASE_URL" {
+			return v
+		}
+		return "postgres://127.0.0.1:1/none"
+	}
+}
+
+// staticKeys signs every token with key.
+func staticKeys(key []byte) httpapi.TokenKeySource {
+	return func(context.Context, bool) (httpapi.TokenKeys, error) { return httpapi.TokenKeys{Current: key}, nil }
+}
+
+// openHandler opens the database of src as wire does (in the settings'
+// statement timeout, options adjusting the pool) and builds the API's
+// handler over it with keys and no webhook sealer; the pool is closed when
+// t ends.
+func openHandler(t testing.TB, s settings, src database.Source, keys httpapi.TokenKeySource, options ...func(*pgxpool.Config)) http.Handler {
+	t.Helper()
+	db, err := src.Open(context.Background(), append([]func(*pgxpool.Config){postgres.WithStatementTimeout(s.statementTimeout)}, options...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return newHandler(context.Background(), s, db, keys, nil, slog.New(slog.DiscardHandler), nil)
+}
+
+// An environment that lacks every required setting gets one error that
+// names each of them, not the first alone.
+func TestMissingSettingsAreListedAtOnce(t *testing.T) {
+	t.Parallel()
+	lambdaOnly := map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "DATABASE_STATEMENT_TIMEOUT": "soon"}
+	_, err := loadSettings(env(lambdaOnly))
+	for _, name := range []string{"DATABASE_URL", "DATABASE_SECRET_ARN", "JWT_SECRET", "JWT_SECRET_ARN", "WEBHOOK_SEALING_KEY",
+		"WEBHOOK_SEALING_KEY_SECRET_ARN", "DATABASE_STATEMENT_TIMEOUT"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("nothing set, in Lambda: %v; want %s named", err, name)
+		}
+	}
+	// Locally the keys are made at random: only the database is missing.
+	if _, err := loadSettings(env(nil)); err == nil || strings.Contains(err.Error(), "JWT_SECRET") || !strings.Contains(err.Error(), "DATABASE_URL") {
+		t.Errorf("nothing set, locally: %v; want only the database named", err)
+	}
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -73,7 +122,7 @@ func TestStatementTimeoutSetting(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewURL(t)
 	for _, tt := range []struct{ value, want string }{{"", "5s"}, {"1500ms", "1500ms"}, {"2m", "2min"}} {
-		cfg, err := loadConfig(env(map[string]string{"DATABASE_STATEMENT_TIMEOUT": tt.value}))
+		cfg, err := loadSettings(withDB(map[string]string{"DATABASE_STATEMENT_TIMEOUT": tt.value}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,13 +255,7 @@ func TestSampleEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	key := []byte(strings.Repeat("k", 32))
-	cfg := config{databaseURL: pgtest.NewURL(t),
-		tokenKeys: func(context.Context, bool) (httpapi.TokenKeys, error) { return httpapi.TokenKeys{Current: key}, nil }}
-	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeDB()
+	h := openHandler(t, settings{}, database.Source{URL: pgtest.NewURL(t)}, staticKeys(key))
 
 	call := func(method, path, token string, body any) []byte {
 		t.Helper()
@@ -318,13 +361,7 @@ func TestRequestsAnswerBeforeTheInvocationDeadline(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewURL(t)
 	key := []byte(strings.Repeat("k", 32))
-	cfg := config{databaseURL: url, statementTimeout: 5 * time.Second,
-		tokenKeys: func(context.Context, bool) (httpapi.TokenKeys, error) { return httpapi.TokenKeys{Current: key}, nil }}
-	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeDB()
+	h := openHandler(t, settings{statementTimeout: 5 * time.Second}, database.Source{URL: url}, staticKeys(key))
 
 	lock := pgtest.Pool(t, url)
 	tx, err := lock.Begin(ctx)

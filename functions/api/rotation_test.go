@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
@@ -66,29 +67,27 @@ func TestRotatedDatabasePasswordReachesAWarmSandbox(t *testing.T) {
 	sm := secrettest.New(t)
 	sm.Put(databaseSecretARN, rdsSecret(server, "jobboard_app", "one"), time.Now())
 	getenv := env(map[string]string{"DATABASE_SECRET_ARN": databaseSecretARN, "JWT_SECRET": strings.Repeat("k", 32)})
-	cfg, err := loadConfig(getenv)
+	s, err := loadSettings(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.loadDatabaseURL(ctx, getenv, sm.NewClient()); err != nil {
+	src, err := database.Find(ctx, s.db, getenv, sm.NewClient())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.loadJWTSecret(ctx, getenv, sm.NewClient(), slog.New(slog.DiscardHandler)); err != nil {
+	keys, err := loadTokenKeys(ctx, s.Lambda, getenv, sm.NewClient(), slog.New(slog.DiscardHandler))
+	if err != nil {
 		t.Fatal(err)
 	}
 	clk := &struct{ now time.Time }{time.Now()}
-	cfg.dbCredentials.Now = func() time.Time { return clk.now }
+	src.Credentials.Now = func() time.Time { return clk.now }
 	// Lambda's pool; every connection handed out is pinged, so the
 	// connections the test terminates are replaced at once (in Lambda, idle
 	// connections close after a minute and a frozen sandbox's are dropped).
 	alwaysPing := func(c *pgxpool.Config) {
 		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
 	}
-	h, closeDB, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), nil, lambdaPool, alwaysPing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeDB()
+	h := openHandler(t, s, src, keys, lambdaPool, alwaysPing)
 	ready := func() int {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
@@ -162,15 +161,16 @@ func TestJWTKeyRotationWindow(t *testing.T) {
 	rotatedAt := time.Now().Add(-time.Minute)
 	sm.Put(arn, strings.Repeat("a", 64), rotatedAt.Add(-24*time.Hour))
 	sm.Put(arn, strings.Repeat("b", 64), rotatedAt)
-	getenv := env(map[string]string{"JWT_SECRET_ARN": arn})
-	cfg, err := loadConfig(getenv)
+	getenv := withDB(map[string]string{"JWT_SECRET_ARN": arn})
+	s, err := loadSettings(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.loadJWTSecret(ctx, getenv, sm.NewClient(), slog.New(slog.DiscardHandler)); err != nil {
+	src, err := loadTokenKeys(ctx, s.Lambda, getenv, sm.NewClient(), slog.New(slog.DiscardHandler))
+	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := cfg.tokenKeys(ctx, false)
+	keys, err := src(ctx, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +202,7 @@ func TestFingerprintKeyFollowsTheJWTSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	src.Now = func() time.Time { return clk.now }
-	h, closeDB, err := newHandler(ctx, config{databaseURL: pgtest.NewURL(t), passwordHashes: 1, tokenKeys: tokenKeys(src)}, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeDB()
+	h := openHandler(t, settings{passwordHashes: 1}, database.Source{URL: pgtest.NewURL(t)}, tokenKeys(src))
 	do := func(method, path, token, key, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		if token != "" {

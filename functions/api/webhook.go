@@ -14,13 +14,12 @@ import (
 
 // webhookSettings are the API's webhook settings: the queue that the
 // deliveries a change dispatches are relayed to right away
-// (WEBHOOK_EVENTS_QUEUE_URL; without it they wait for the sweeper), the URL
-// policy (WEBHOOK_ALLOW_INSECURE, local development only), and the sealer
-// of signing secrets (WEBHOOK_SEALING_KEY, or WEBHOOK_SEALING_KEY_SECRET_ARN).
+// (WEBHOOK_EVENTS_QUEUE_URL; without it they wait for the sweeper) and the
+// URL policy (WEBHOOK_ALLOW_INSECURE, local development only). The sealer
+// of signing secrets comes from loadSealer.
 type webhookSettings struct {
 	queueURL string
 	urls     jobboard.WebhookURLPolicy
-	sealer   jobboard.SecretSealer
 }
 
 // loadWebhookSettings reads the plain settings.
@@ -32,19 +31,18 @@ func loadWebhookSettings(getenv func(string) string) (webhookSettings, error) {
 	}, err
 }
 
-// loadSealer looks the sealing key up. Locally, when none is set, a random
-// key is made: the secrets it seals can then be opened by no delivery
-// function (make dev shares one key between the two); in Lambda that is
-// an error.
-func (w *webhookSettings) loadSealer(ctx context.Context, lambda bool, getenv func(string) string, newClient func() (secret.Getter, error), logger *slog.Logger) error {
+// loadSealer looks the sealing key up (WEBHOOK_SEALING_KEY, or
+// WEBHOOK_SEALING_KEY_SECRET_ARN). Locally, when none is set, a random key
+// is made: the secrets it seals can then be opened by no delivery function
+// (make dev shares one key between the two); in Lambda that is an error.
+func loadSealer(ctx context.Context, lambda bool, getenv func(string) string, newClient func() (secret.Getter, error), logger *slog.Logger) (jobboard.SecretSealer, error) {
 	s, err := secret.WebhookSealer(ctx, getenv, newClient)
 	if errors.Is(err, secret.ErrNotConfigured) && !lambda {
 		logger.WarnContext(ctx, "WEBHOOK_SEALING_KEY is not set: webhook secrets are sealed with a random key no delivery function has")
 		s, err = secret.NewSealer([]byte(rand.Text()+rand.Text()), nil)
 	}
 	if err != nil {
-		return fmt.Errorf("webhooks: %w", err)
+		return nil, fmt.Errorf("webhooks: %w", err)
 	}
-	w.sealer = s
-	return nil
+	return s, nil
 }

@@ -29,13 +29,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/feedback"
 	"github.com/jobboard/jobboard/internal/function"
+	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/function/eventsource"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/secret"
@@ -66,9 +65,10 @@ const localTimeout = 30 * time.Second
 // settings is what run reads from the environment.
 type settings struct {
 	function.Settings
-	queueURL      string
-	localTimeout  time.Duration
-	queryExecMode pgx.QueryExecMode
+	queueURL     string
+	localTimeout time.Duration
+	// db names the database and how statements are sent.
+	db database.Settings
 }
 
 // loadSettings reads the settings; the error names every variable that is
@@ -80,8 +80,8 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.queueURL == "" && !s.Lambda {
 		problems = append(problems, errors.New("FEEDBACK_QUEUE_URL is not set (the local mode polls it)"))
 	}
-	if s.queryExecMode, err = postgres.ParseQueryExecMode(getenv("DATABASE_QUERY_EXEC_MODE")); err != nil {
-		problems = append(problems, fmt.Errorf("DATABASE_QUERY_EXEC_MODE: %w", err))
+	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
+		problems = append(problems, err)
 	}
 	if v := getenv("LOCAL_INVOCATION_TIMEOUT"); v != "" {
 		if s.localTimeout, err = time.ParseDuration(v); err != nil || s.localTimeout < time.Second || s.localTimeout > 15*time.Minute {
@@ -106,45 +106,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	defer w.close()
-	if !s.Lambda {
-		return w.poller.Run(ctx)
-	}
-	lambda.Start(w.handler.Handle)
-	return nil
-}
-
-// wiring is the function, built.
-type wiring struct {
-	handler *feedback.Handler
-	// poller plays the event source mapping outside Lambda.
-	poller *eventsource.Poller
-	// close releases the database pool.
-	close func()
+	return w.Run(ctx, s.Settings)
 }
 
 // wire builds the handler from its settings; getenv names the database
-// (see secret.Database), stdout takes its log and metric lines.
-func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*wiring, error) {
+// (see secret.Database), stdout takes its log and metric lines. Outside
+// Lambda a local poller plays the event source mapping.
+func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
-	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(s.AWS))
-	if err != nil {
-		return nil, err
-	}
-	options := []func(*pgxpool.Config){
+	db, err := database.Open(ctx, s.db, getenv, secret.NewClient(s.AWS),
 		postgres.WorkerSession(lockTimeout, idleInTx),
-		postgres.WithQueryExecMode(s.queryExecMode),
 		func(c *pgxpool.Config) {
 			c.MaxConns = poolSize
 			if c.ConnConfig.RuntimeParams["application_name"] == "" {
 				c.ConnConfig.RuntimeParams["application_name"] = "jobboard-feedback"
 			}
-		},
-	}
-	if creds != nil { // a rotated password reaches new connections
-		options = append(options, postgres.WithCredentials(creds))
-	}
-	db, err := postgres.Open(ctx, databaseURL, options...)
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -153,16 +130,13 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		db.Close()
 		return nil, err
 	}
-	return &wiring{
-		handler: h,
-		poller: &eventsource.Poller{
-			Client:         sqs.NewFromConfig(s.AWS),
-			QueueURL:       s.queueURL,
-			Handler:        h.Handle,
-			HandlerTimeout: s.localTimeout,
-			FunctionName:   "feedback",
-			Logger:         logger,
-		},
-		close: db.Close,
-	}, nil
+	poller := &eventsource.Poller{
+		Client:         sqs.NewFromConfig(s.AWS),
+		QueueURL:       s.queueURL,
+		Handler:        h.Handle,
+		HandlerTimeout: s.localTimeout,
+		FunctionName:   "feedback",
+		Logger:         logger,
+	}
+	return &function.Wiring{Handler: h.Handle, Local: poller.Run, Close: db.Close}, nil
 }

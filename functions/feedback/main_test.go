@@ -15,13 +15,23 @@ import (
 
 func env(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 
+func TestMissingSettingsAreListedAtOnce(t *testing.T) {
+	t.Parallel()
+	_, err := loadSettings(env(nil))
+	for _, name := range []string{"FEEDBACK_QUEUE_URL", "DATABASE_URL", "DATABASE_SECRET_ARN"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("nothing set: %v; want %s named", err, name)
+		}
+	}
+}
+
 func TestLoadSettings(t *testing.T) {
 	t.Parallel()
 	if _, err := loadSettings(env(nil)); err == nil || !strings.Contains(err.Error(), "FEEDBACK_QUEUE_URL") {
 		t.Errorf("local mode without a queue: %v; want the queue named", err)
 	}
 	// In Lambda the event source mapping polls: no queue needed.
-	if s, err := loadSettings(env(map[string]string{function.EnvLambdaRuntimeAPI: "127.0.0.1:9001"})); err != nil || !s.Lambda {
+	if s, err := loadSettings(env(map[string]string{function.EnvLambdaRuntimeAPI: "127.0.0.1:9001", "DATABASE_URL": "postgres://x"})); err != nil || !s.Lambda {
 		t.Errorf("Lambda without a queue: %+v, %v", s, err)
 	}
 	for name, bad := range map[string][]string{
@@ -29,12 +39,12 @@ func TestLoadSettings(t *testing.T) {
 		"DATABASE_QUERY_EXEC_MODE": {"fast"},
 	} {
 		for _, v := range bad {
-			if _, err := loadSettings(env(map[string]string{"FEEDBACK_QUEUE_URL": "http://q", name: v})); err == nil || !strings.Contains(err.Error(), name) {
+			if _, err := loadSettings(env(map[string]string{"FEEDBACK_QUEUE_URL": "http://q", "DATABASE_URL": "postgres://x", name: v})); err == nil || !strings.Contains(err.Error(), name) {
 				t.Errorf("%s=%q: %v; want an error naming it", name, v, err)
 			}
 		}
 	}
-	s, err := loadSettings(env(map[string]string{"FEEDBACK_QUEUE_URL": "http://q", "LOCAL_INVOCATION_TIMEOUT": "5s"}))
+	s, err := loadSettings(env(map[string]string{"FEEDBACK_QUEUE_URL": "http://q", "DATABASE_URL": "postgres://x", "LOCAL_INVOCATION_TIMEOUT": "5s"}))
 	if err != nil || s.queueURL != "http://q" || s.localTimeout != 5*time.Second {
 		t.Errorf("set: %+v, %v", s, err)
 	}
@@ -48,7 +58,7 @@ func TestLoadSettings(t *testing.T) {
 func TestWiredHandlerAppliesFeedback(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewURL(t)
-	s, err := loadSettings(env(map[string]string{"FEEDBACK_QUEUE_URL": "http://127.0.0.1:1/000000000000/q"}))
+	s, err := loadSettings(env(map[string]string{"FEEDBACK_QUEUE_URL": "http://127.0.0.1:1/000000000000/q", "DATABASE_URL": "postgres://x"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +67,14 @@ func TestWiredHandlerAppliesFeedback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.close()
+	defer w.Close()
+	handle, ok := w.Handler.(func(context.Context, events.SQSEvent) (events.SQSEventResponse, error))
+	if !ok {
+		t.Fatalf("handler %T; want the SQS batch handler", w.Handler)
+	}
 	body := `{"eventType":"Bounce","mail":{"messageId":"m-1","destination":["gone@example.org"]},` +
 		`"bounce":{"bounceType":"Permanent","bounceSubType":"General","feedbackId":"f-1","bouncedRecipients":[{"emailAddress":"gone@example.org"}]}}`
-	resp, err := w.handler.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "1", Body: body}}})
+	resp, err := handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "1", Body: body}}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %+v, %v", resp, err)
 	}

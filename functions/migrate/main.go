@@ -26,13 +26,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
@@ -50,17 +49,47 @@ func main() {
 	}
 }
 
-// run is main without the process: it reads the settings and hands the
-// handler to the Lambda runtime, which does not return, or outside Lambda
-// migrates once.
+// settings is what run reads from the environment.
+type settings struct {
+	function.Settings
+}
+
+// loadSettings reads the settings; the error names every variable that is
+// missing or malformed. The database's URL is looked up at each invocation
+// (see wire).
+func loadSettings(getenv func(string) string) (settings, error) {
+	shared, err := function.Load(getenv)
+	problems := []error{err}
+	if getenv("DATABASE_URL") == "" && getenv("DATABASE_SECRET_ARN") == "" {
+		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN))
+	}
+	return settings{Settings: shared}, errors.Join(problems...)
+}
+
+// run is main without the process: it reads the settings, wires the
+// handler and hands it to the Lambda runtime, which does not return, or
+// outside Lambda migrates once.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) > 1 {
 		return fmt.Errorf("unknown command %q: the migration function takes none", args[1])
 	}
-	s, err := function.Load(getenv)
+	s, err := loadSettings(getenv)
 	if err != nil {
 		return err
 	}
+	w, err := wire(s, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx, s.Settings)
+}
+
+// wire builds the handler: each migration looks the database's URL up
+// again (secret.Database: DATABASE_URL, or the secret), so that a rotated
+// password never fails a deploy. It opens no pool (schema.Apply connects
+// once), so it does not go through package database, which would link the
+// store into a binary that keeps every exported method (text/template).
+func wire(s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
 	secrets := secret.NewClient(s.AWS)
 	handler, err := schemamigration.New(schemamigration.Config{
 		Migrate: func(ctx context.Context) (schema.Report, error) {
@@ -73,12 +102,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Logger: s.Logger(stdout),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if s.Lambda {
-		lambda.StartWithOptions(handler.Handle, lambda.WithContext(ctx))
-		return nil
-	}
-	_, err = handler.Handle(ctx, nil)
-	return err
+	return &function.Wiring{
+		Handler: handler.Handle,
+		Local: func(ctx context.Context) error {
+			_, err := handler.Handle(ctx, nil)
+			return err
+		},
+	}, nil
 }

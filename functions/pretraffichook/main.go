@@ -29,7 +29,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/codedeploy"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
@@ -84,6 +83,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	w, err := wire(s, stdout)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx, s.Settings)
+}
+
+// wire builds the hook from its settings. Outside Lambda it runs once,
+// prints its result on stdout and fails when a step did.
+func wire(s settings, stdout io.Writer) (*function.Wiring, error) {
 	lambdaClient := awslambda.NewFromConfig(s.AWS)
 	hook, err := deployhook.New(deployhook.Config{
 		Migrate:  deployhook.Invoked(deployhook.Lambda{Client: lambdaClient, FunctionName: s.migrateVersionARN}),
@@ -92,14 +101,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Logger:   s.Logger(stdout),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if s.Lambda {
-		lambda.StartWithOptions(hook.Handle, lambda.WithContext(ctx))
-		return nil
-	}
-	res, err := hook.Handle(ctx, deployhook.Event{})
-	out, _ := json.Marshal(res)
-	fmt.Fprintln(stdout, string(out))
-	return err
+	return &function.Wiring{
+		Handler: hook.Handle,
+		Local: func(ctx context.Context) error {
+			res, err := hook.Handle(ctx, deployhook.Event{})
+			out, _ := json.Marshal(res)
+			fmt.Fprintln(stdout, string(out))
+			return err
+		},
+	}, nil
 }

@@ -30,15 +30,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/function"
+	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/outbox"
-	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/queue"
 	"github.com/jobboard/jobboard/internal/secret"
 )
@@ -63,8 +61,8 @@ type settings struct {
 	grace           time.Duration
 	// interval is the local mode's time between sweeps.
 	interval time.Duration
-	// queryExecMode is how statements are sent (DATABASE_QUERY_EXEC_MODE).
-	queryExecMode pgx.QueryExecMode
+	// db names the database and how statements are sent.
+	db database.Settings
 }
 
 // loadSettings reads the settings; the error names every variable that is
@@ -94,8 +92,8 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		}
 		s.grace = d
 	}
-	if s.queryExecMode, err = postgres.ParseQueryExecMode(getenv("DATABASE_QUERY_EXEC_MODE")); err != nil {
-		problems = append(problems, fmt.Errorf("DATABASE_QUERY_EXEC_MODE: %w", err))
+	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
+		problems = append(problems, err)
 	}
 	// Only the local mode sweeps on a timer; in Lambda the schedule does.
 	if v := getenv("SWEEP_INTERVAL"); v != "" && !s.Lambda {
@@ -123,16 +121,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	sw, closeDB, err := wire(ctx, s, getenv, stdout)
+	w, err := wire(ctx, s, getenv, stdout)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
-	if !s.Lambda {
-		return sweepLocally(ctx, s.interval, sw)
-	}
-	lambda.Start(sw.Handle)
-	return nil
+	return w.Run(ctx, s.Settings)
 }
 
 // sweepLocally sweeps at once and then every interval until ctx ends. A
@@ -152,9 +145,9 @@ func sweepLocally(ctx context.Context, interval time.Duration, sw *outbox.Sweepe
 }
 
 // wire builds the sweeper from its settings; getenv names the database (see
-// secret.Database), stdout takes its log and metric lines. closeDB releases
-// the database pool.
-func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (sw *outbox.Sweeper, closeDB func(), err error) {
+// secret.Database), stdout takes its log and metric lines. Outside Lambda
+// it sweeps every interval (sweepLocally).
+func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
 	client := sqs.NewFromConfig(s.AWS)
 	status := queue.NewPublisher(client, s.queueURL)
@@ -164,19 +157,11 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	publisher := queue.Router{Status: status, Webhooks: webhooks, Logger: logger}
 
 	// The sweeper works in one transaction or statement at a time.
-	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(s.AWS))
+	db, err := database.Open(ctx, s.db, getenv, secret.NewClient(s.AWS), func(c *pgxpool.Config) { c.MaxConns = 1 })
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	options := []func(*pgxpool.Config){func(c *pgxpool.Config) { c.MaxConns = 1 }, postgres.WithQueryExecMode(s.queryExecMode)}
-	if creds != nil { // a rotated password reaches new connections
-		options = append(options, postgres.WithCredentials(creds))
-	}
-	db, err := postgres.Open(ctx, databaseURL, options...)
-	if err != nil {
-		return nil, nil, err
-	}
-	sw, err = outbox.NewSweeper(outbox.SweeperConfig{
+	sw, err := outbox.NewSweeper(outbox.SweeperConfig{
 		Store:                 db,
 		Publisher:             publisher,
 		Retention:             s.retention,
@@ -191,7 +176,11 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	})
 	if err != nil {
 		db.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return sw, db.Close, nil
+	return &function.Wiring{
+		Handler: sw.Handle,
+		Local:   func(ctx context.Context) error { return sweepLocally(ctx, s.interval, sw) },
+		Close:   db.Close,
+	}, nil
 }

@@ -13,15 +13,24 @@ import (
 
 	"github.com/jobboard/jobboard/internal/dev/localaws"
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/outbox"
 	"github.com/jobboard/jobboard/internal/worker/workertest"
 )
 
+// An environment that lacks every required setting gets one error that
+// names each of them, not the first alone.
+func TestMissingSettingsAreListedAtOnce(t *testing.T) {
+	t.Parallel()
+	_, err := loadSettings(func(string) string { return "" })
+	for _, name := range []string{"STATUS_EVENTS_QUEUE_URL", "WEBHOOK_EVENTS_QUEUE_URL", "DATABASE_URL", "DATABASE_SECRET_ARN"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("nothing set: %v; want %s named", err, name)
+		}
+	}
+}
+
 func TestLoadSettings(t *testing.T) {
 	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
-	_, err := loadSettings(env(nil))
-	if err == nil || !strings.Contains(err.Error(), "STATUS_EVENTS_QUEUE_URL") || !strings.Contains(err.Error(), "WEBHOOK_EVENTS_QUEUE_URL") {
-		t.Errorf("empty environment: %v; want both missing variables named", err)
-	}
 	base := map[string]string{"DATABASE_URL": "postgres://x", "STATUS_EVENTS_QUEUE_URL": "http://q", "WEBHOOK_EVENTS_QUEUE_URL": "http://w"}
 	s, err := loadSettings(env(base))
 	if err != nil || s.retention != jobboard.DefaultRetention {
@@ -68,8 +77,8 @@ func TestLoadSettings(t *testing.T) {
 		t.Errorf("SWEEP_INTERVAL=often in Lambda: %v, %v; want it ignored", s.Lambda, err)
 	}
 	base["DATABASE_QUERY_EXEC_MODE"] = "exec"
-	if s, err := loadSettings(env(base)); err != nil || s.queryExecMode != pgx.QueryExecModeExec {
-		t.Errorf("DATABASE_QUERY_EXEC_MODE=exec: %v, %v", s.queryExecMode, err)
+	if s, err := loadSettings(env(base)); err != nil || s.db.QueryExecMode != pgx.QueryExecModeExec {
+		t.Errorf("DATABASE_QUERY_EXEC_MODE=exec: %v, %v", s.db.QueryExecMode, err)
 	}
 	base["DATABASE_QUERY_EXEC_MODE"] = "prepared"
 	if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "DATABASE_QUERY_EXEC_MODE") {
@@ -106,13 +115,17 @@ func TestWireBuildsAWorkingSweeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw, closeDB, err := wire(ctx, s, getenv, &out)
+	w, err := wire(ctx, s, getenv, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeDB()
+	defer w.Close()
+	handle, ok := w.Handler.(func(context.Context, events.EventBridgeEvent) (outbox.Report, error))
+	if !ok {
+		t.Fatalf("handler %T; want the sweeper's", w.Handler)
+	}
 
-	r, err := sw.Handle(ctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events"})
+	r, err := handle(ctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events"})
 	if err != nil || r.Published != 1 {
 		t.Fatalf("Handle = %+v, %v; want 1 published", r, err)
 	}

@@ -44,12 +44,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/function"
+	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/function/eventsource"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/queue"
@@ -93,8 +92,9 @@ type settings struct {
 	backoffBase    time.Duration
 	backoffMax     time.Duration
 	localTimeout   time.Duration
-	// queryExecMode is how statements are sent (DATABASE_QUERY_EXEC_MODE).
-	queryExecMode pgx.QueryExecMode
+	// db names the database (WEBHOOK_DATABASE_SECRET_ARN, a login of its
+	// own, or the API's) and how statements are sent.
+	db database.Settings
 }
 
 // loadSettings reads the settings; the error names every variable that is
@@ -116,8 +116,11 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.role == "" {
 		s.role = postgres.WebhookRole
 	}
-	if s.queryExecMode, err = postgres.ParseQueryExecMode(getenv("DATABASE_QUERY_EXEC_MODE")); err != nil {
-		problems = append(problems, fmt.Errorf("DATABASE_QUERY_EXEC_MODE: %w", err))
+	if getenv("WEBHOOK_SEALING_KEY") == "" && getenv("WEBHOOK_SEALING_KEY_SECRET_ARN") == "" {
+		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvWebhookSealingKey, secret.EnvWebhookSealingKeyARN))
+	}
+	if s.db, err = database.LoadSettings(getenv, "WEBHOOK_DATABASE_SECRET_ARN"); err != nil {
+		problems = append(problems, err)
 	}
 	if s.allowInsecure, err = function.ParseFlag("WEBHOOK_ALLOW_INSECURE", getenv("WEBHOOK_ALLOW_INSECURE")); err != nil {
 		problems = append(problems, err)
@@ -162,53 +165,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	defer w.close()
-	if !s.Lambda {
-		return w.poller.Run(ctx)
-	}
-	lambda.Start(w.handler.Handle)
-	return nil
-}
-
-// wiring is the function, built.
-type wiring struct {
-	handler *webhook.Handler
-	// poller plays the event source mapping outside Lambda.
-	poller *eventsource.Poller
-	// close releases the database pool.
-	close func()
+	return w.Run(ctx, s.Settings)
 }
 
 // wire builds the handler from its settings; getenv names the database and
 // the sealing key (see package secret), stdout takes its log and metric
-// lines.
-func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*wiring, error) {
+// lines. Outside Lambda a poller plays the event source mapping.
+func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
 	secrets := secret.NewClient(s.AWS)
 	sealer, err := secret.WebhookSealer(ctx, getenv, secrets)
 	if err != nil {
 		return nil, err
 	}
-	// A login of its own (WEBHOOK_DATABASE_SECRET_ARN), or the API's.
-	databaseURL, creds, err := secret.DatabaseAs(ctx, getenv, secrets, getenv("WEBHOOK_DATABASE_SECRET_ARN"))
-	if err != nil {
-		return nil, err
-	}
-	options := []func(*pgxpool.Config){
+	db, err := database.Open(ctx, s.db, getenv, secrets,
 		postgres.WorkerSession(lockTimeout, idleInTx),
 		postgres.SessionRole(s.role),
-		postgres.WithQueryExecMode(s.queryExecMode),
 		func(c *pgxpool.Config) {
 			c.MaxConns = poolSize
 			if c.ConnConfig.RuntimeParams["application_name"] == "" {
 				c.ConnConfig.RuntimeParams["application_name"] = "jobboard-webhooks"
 			}
-		},
-	}
-	if creds != nil { // a rotated password reaches new connections
-		options = append(options, postgres.WithCredentials(creds))
-	}
-	db, err := postgres.Open(ctx, databaseURL, options...)
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -230,16 +208,13 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		db.Close()
 		return nil, err
 	}
-	return &wiring{
-		handler: h,
-		poller: &eventsource.Poller{
-			Client:         sqsClient,
-			QueueURL:       s.queueURL,
-			Handler:        h.Handle,
-			HandlerTimeout: s.localTimeout,
-			FunctionName:   "webhook",
-			Logger:         logger,
-		},
-		close: db.Close,
-	}, nil
+	poller := &eventsource.Poller{
+		Client:         sqsClient,
+		QueueURL:       s.queueURL,
+		Handler:        h.Handle,
+		HandlerTimeout: s.localTimeout,
+		FunctionName:   "webhook",
+		Logger:         logger,
+	}
+	return &function.Wiring{Handler: h.Handle, Local: poller.Run, Close: db.Close}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +20,25 @@ import (
 
 func env(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 
+// An environment that lacks every required setting gets one error that
+// names each of them, not the first alone.
+func TestMissingSettingsAreListedAtOnce(t *testing.T) {
+	t.Parallel()
+	_, err := loadSettings(env(nil))
+	for _, name := range []string{"WEBHOOK_EVENTS_QUEUE_URL", "WEBHOOK_SEALING_KEY", "WEBHOOK_SEALING_KEY_SECRET_ARN", "DATABASE_URL", "DATABASE_SECRET_ARN"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("nothing set: %v; want %s named", err, name)
+		}
+	}
+	// The function's own login names the database too.
+	if _, err := loadSettings(env(map[string]string{"WEBHOOK_DATABASE_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:1:secret:w"})); err == nil || strings.Contains(err.Error(), "DATABASE_URL") {
+		t.Errorf("WEBHOOK_DATABASE_SECRET_ARN set: %v; want the database not named missing", err)
+	}
+}
+
 func TestLoadSettings(t *testing.T) {
 	t.Parallel()
-	if _, err := loadSettings(env(nil)); err == nil || !strings.Contains(err.Error(), "WEBHOOK_EVENTS_QUEUE_URL") {
-		t.Errorf("empty environment: %v; want the queue named", err)
-	}
-	base := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://q"}
+	base := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://q", "DATABASE_URL": "postgres://x", "WEBHOOK_SEALING_KEY": "k"}
 	s, err := loadSettings(env(base))
 	if err != nil || s.role != "jobboard_webhooks" || s.allowInsecure || s.concurrency != webhook.DefaultConcurrency ||
 		s.attemptTimeout != webhook.DefaultAttemptTimeout || s.backoffBase != 0 || s.backoffMax != 0 {
@@ -39,34 +53,33 @@ func TestLoadSettings(t *testing.T) {
 		"LOCAL_INVOCATION_TIMEOUT": {"1s"},
 	} {
 		for _, v := range bad {
-			kv := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://q", name: v}
+			kv := maps.Clone(base)
+			kv[name] = v
 			if _, err := loadSettings(env(kv)); err == nil || !strings.Contains(err.Error(), name) {
 				t.Errorf("%s=%q: %v; want an error naming it", name, v, err)
 			}
 		}
 	}
-	kv := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://q", "WEBHOOK_ALLOW_INSECURE": "true", "DATABASE_ROLE": "other",
-		"WEBHOOK_BACKOFF_BASE": "1s", "WEBHOOK_BACKOFF_MAX": "2s", "WEBHOOK_ATTEMPT_TIMEOUT": "3s"}
+	kv := maps.Clone(base)
+	maps.Copy(kv, map[string]string{"WEBHOOK_ALLOW_INSECURE": "true", "DATABASE_ROLE": "other",
+		"WEBHOOK_BACKOFF_BASE": "1s", "WEBHOOK_BACKOFF_MAX": "2s", "WEBHOOK_ATTEMPT_TIMEOUT": "3s"})
 	if s, err := loadSettings(env(kv)); err != nil || !s.allowInsecure || s.role != "other" || s.backoffMax != 2*time.Second || s.attemptTimeout != 3*time.Second {
 		t.Errorf("set: %+v, %v", s, err)
 	}
 }
 
-// Without the sealing key, or without a database, wiring names what is
-// missing.
-func TestWireNeedsTheKeyAndADatabase(t *testing.T) {
+// A sealing key that is set but not a key fails the wiring, before any
+// database is opened.
+func TestWireRefusesAMalformedKey(t *testing.T) {
 	t.Parallel()
-	base := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://127.0.0.1:1/000000000000/q"}
+	base := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://127.0.0.1:1/000000000000/q", "DATABASE_URL": "postgres://127.0.0.1:1/none",
+		"WEBHOOK_SEALING_KEY": "short"}
 	s, err := loadSettings(env(base))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := wire(context.Background(), s, env(base), io.Discard); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SEALING_KEY") {
-		t.Errorf("no key: %v", err)
-	}
-	base["WEBHOOK_SEALING_KEY"] = strings.Repeat("k", 32)
-	if _, err := wire(context.Background(), s, env(base), io.Discard); err == nil || !strings.Contains(err.Error(), "DATABASE_URL") {
-		t.Errorf("no database: %v", err)
+	if _, err := wire(context.Background(), s, env(base), io.Discard); err == nil || !strings.Contains(err.Error(), "sealing key") {
+		t.Errorf("a short key: %v; want the sealing key named", err)
 	}
 }
 
@@ -120,8 +133,12 @@ func TestWireBuildsAWorkingHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.close()
-	resp, err := w.handler.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1", Body: string(body)}}})
+	defer w.Close()
+	handle, ok := w.Handler.(func(context.Context, events.SQSEvent) (events.SQSEventResponse, error))
+	if !ok {
+		t.Fatalf("handler %T; want the SQS batch handler", w.Handler)
+	}
+	resp, err := handle(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1", Body: string(body)}}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %+v, %v\n%s", resp, err, out.String())
 	}

@@ -40,13 +40,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/function"
+	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/function/eventsource"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/mail"
@@ -104,7 +103,7 @@ type settings struct {
 	retention        time.Duration
 	concurrency      int
 	localTimeout     time.Duration
-	queryExecMode    pgx.QueryExecMode
+	db               database.Settings
 }
 
 // loadSettings reads the settings; the error names every variable that is
@@ -154,8 +153,8 @@ func loadSettings(getenv func(string) string) (settings, error) {
 			missing = append(missing, fmt.Errorf("WORKER_CONCURRENCY = %q: want a whole number from 1 to 100", v))
 		}
 	}
-	if s.queryExecMode, err = postgres.ParseQueryExecMode(getenv("DATABASE_QUERY_EXEC_MODE")); err != nil {
-		missing = append(missing, fmt.Errorf("DATABASE_QUERY_EXEC_MODE: %w", err))
+	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
+		missing = append(missing, err)
 	}
 	if v := getenv("LOCAL_INVOCATION_TIMEOUT"); v != "" {
 		if s.localTimeout, err = time.ParseDuration(v); err != nil || s.localTimeout <= 0 {
@@ -180,28 +179,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	defer w.close()
-	if !s.Lambda {
-		return w.poller.Run(ctx)
-	}
-	lambda.Start(w.handler.Handle)
-	return nil
-}
-
-// wiring is the worker, built.
-type wiring struct {
-	handler *worker.Handler
-	// poller plays the Lambda event source mapping outside Lambda: batches
-	// of up to ten from STATUS_EVENTS_QUEUE_URL, failures left for
-	// redelivery.
-	poller *eventsource.Poller
-	// close releases the database pool.
-	close func()
+	return w.Run(ctx, s.Settings)
 }
 
 // wire builds the worker from its settings; getenv names the database (see
-// secret.Database), stdout takes its log and metric lines.
-func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*wiring, error) {
+// secret.Database), stdout takes its log and metric lines. Outside Lambda a
+// poller plays the event source mapping: batches of up to ten from
+// STATUS_EVENTS_QUEUE_URL, failures left for redelivery.
+func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
 	sender, err := mail.NewSender(sesv2.NewFromConfig(s.AWS), s.mailFrom)
 	if err != nil {
@@ -210,26 +195,16 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	sender.ConfigurationSet = s.configurationSet
 	sqsClient := sqs.NewFromConfig(s.AWS)
 
-	databaseURL, creds, err := secret.Database(ctx, getenv, secret.NewClient(s.AWS))
-	if err != nil {
-		return nil, err
-	}
 	// The event source mapping's MaximumConcurrency times poolSize bounds
 	// the worker's connections. application_name tells its sessions apart.
-	options := []func(*pgxpool.Config){
+	db, err := database.Open(ctx, s.db, getenv, secret.NewClient(s.AWS),
 		postgres.WorkerSession(lockTimeout, idleInTx),
-		postgres.WithQueryExecMode(s.queryExecMode),
 		func(c *pgxpool.Config) {
 			c.MaxConns = poolSize
 			if c.ConnConfig.RuntimeParams["application_name"] == "" {
 				c.ConnConfig.RuntimeParams["application_name"] = "jobboard-worker"
 			}
-		},
-	}
-	if creds != nil { // a rotated password reaches new connections
-		options = append(options, postgres.WithCredentials(creds))
-	}
-	db, err := postgres.Open(ctx, databaseURL, options...)
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -254,16 +229,13 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		db.Close()
 		return nil, err
 	}
-	return &wiring{
-		handler: h,
-		poller: &eventsource.Poller{
-			Client:         sqsClient,
-			QueueURL:       s.queueURL,
-			Handler:        h.Handle,
-			HandlerTimeout: s.localTimeout,
-			FunctionName:   "worker",
-			Logger:         logger,
-		},
-		close: db.Close,
-	}, nil
+	poller := &eventsource.Poller{
+		Client:         sqsClient,
+		QueueURL:       s.queueURL,
+		Handler:        h.Handle,
+		HandlerTimeout: s.localTimeout,
+		FunctionName:   "worker",
+		Logger:         logger,
+	}
+	return &function.Wiring{Handler: h.Handle, Local: poller.Run, Close: db.Close}, nil
 }

@@ -1,9 +1,10 @@
-// Package function holds what the job board's three Lambda functions (the
-// API, the worker and the sweeper) share in their mains: the settings each
-// reads from its environment besides its own (whether it runs inside
-// Lambda, its log level, its AWS configuration) and the logger made of
-// them. Each main reads its settings once, then wires its adapters, then
-// runs: under the Lambda runtime, or outside Lambda in its local mode.
+// Package function holds what the job board's Lambda functions share in
+// their mains: the settings each reads from its environment besides its own
+// (whether it runs inside Lambda, its log level, its AWS configuration), the
+// logger made of them, and the Wiring that every main's wire returns. Each
+// main reads its settings once (every error joined), then wires its
+// adapters, then runs: under the Lambda runtime, or outside Lambda in its
+// local mode. Package database opens the database of those that have one.
 package function
 
 import (

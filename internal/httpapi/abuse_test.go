@@ -75,7 +75,7 @@ func TestBadBytesAreClientErrors(t *testing.T) {
 	if after := a.jobsFingerprint(); after != jobs {
 		t.Fatalf("refused requests changed jobs:\n%s\n%s", jobs, after)
 	}
-	for _, line := range a.logs.lines(t) {
+	for _, line := range logLines(t, a.logs) {
 		if line["level"] == "ERROR" {
 			t.Errorf("ERROR logged for a client's bad bytes: %v", line)
 		}
@@ -185,7 +185,7 @@ func TestStatementTimeoutAnswers503(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(t, a.do("GET", "/v1/jobs?q=engineer", nil), http.StatusOK)
-	for _, line := range a.logs.lines(t) {
+	for _, line := range logLines(t, a.logs) {
 		if line["level"] == "ERROR" {
 			t.Errorf("ERROR logged for a statement timeout: %v", line)
 		}

@@ -15,7 +15,7 @@ import (
 // apply submits the signed-in candidate's application to an open job.
 // POST /v1/jobs/{id}/applications → 201 application; 401; 403 (not a
 // candidate); 404; 409 duplicate-application or job-closed; 422.
-func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
+func (s *server) apply(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	a, err := s.requireRole(r, jobboard.RoleCandidate)
 	if err != nil {
 		return err
@@ -29,7 +29,7 @@ func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	r, notes := withOutboxNotes(r)
-	app, err := s.applications.Apply(r.Context(), a, jobID, in)
+	app, err := st.Apply(r.Context(), a, jobID, in)
 	if err != nil {
 		return fmt.Errorf("apply to job %d: %w", jobID, err)
 	}
@@ -110,7 +110,7 @@ type statusChange struct {
 // the current status again answers 200 and emits nothing.
 // PATCH /v1/applications/{id} → 200 application; 400 (malformed If-Match);
 // 401; 404; 409 invalid-transition; 412; 422.
-func (s *server) changeStatus(w http.ResponseWriter, r *http.Request) error {
+func (s *server) changeStatus(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	a, err := s.actor(r)
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func (s *server) changeStatus(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	r, notes := withOutboxNotes(r)
-	app, ev, err := s.applications.ChangeStatus(r.Context(), a, id, change)
+	app, ev, err := st.ChangeStatus(r.Context(), a, id, change)
 	if err != nil {
 		return fmt.Errorf("change status of application %d to %s: %w", id, in.Status, err)
 	}

@@ -10,7 +10,7 @@ import (
 
 // createCompany creates a company with the signed-in employer as its first
 // member. POST /v1/companies → 201 company; 401; 403 (not an employer); 422.
-func (s *server) createCompany(w http.ResponseWriter, r *http.Request) error {
+func (s *server) createCompany(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	a, err := s.requireRole(r, jobboard.RoleEmployer)
 	if err != nil {
 		return err
@@ -19,7 +19,7 @@ func (s *server) createCompany(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c, err := s.companies.CreateCompany(r.Context(), a, in)
+	c, err := st.CreateCompany(r.Context(), a, in)
 	if err != nil {
 		return fmt.Errorf("create company: %w", err)
 	}

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,10 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/jobboard/jobboard/internal/dev/syncio"
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/httpapi/openapitest"
 	"github.com/jobboard/jobboard/internal/jobboard"
@@ -28,34 +27,14 @@ var testKey = []byte("httpapi-test-signing-key-32bytes")
 // httpapi.DefaultPasswordParams.
 var cheapPasswords = httpapi.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}
 
-// logBuffer collects the server's JSON log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns every log line, decoded.
-func (b *logBuffer) lines(tb testing.TB) []map[string]any {
+// logLines decodes the server's JSON log lines collected in b.
+func logLines(tb testing.TB, b *syncio.Buffer) []map[string]any {
 	tb.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			tb.Fatalf("log line is not JSON: %v: %s", err, sc.Text())
-		}
-		out = append(out, m)
+	lines, err := b.JSONLines()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return out
+	return lines
 }
 
 // api is a server under test over a fresh database, and a client whose
@@ -66,7 +45,7 @@ type api struct {
 	handler http.Handler
 	base    string
 	client  *http.Client
-	logs    *logBuffer
+	logs    *syncio.Buffer
 }
 
 // newAPI starts the API over a fresh migrated database. adjust may change
@@ -79,9 +58,9 @@ func newAPI(t *testing.T, adjust ...func(*httpapi.Config)) *api {
 // newAPIOn starts another server over an existing database.
 func newAPIOn(t *testing.T, db *pgtest.DB, adjust ...func(*httpapi.Config)) *api {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &syncio.Buffer{}
 	cfg := httpapi.Config{
-		Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db, Idempotency: db, Suppressions: db,
+		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db, Idempotency: db, Suppressions: db,
 		Logger:        slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TokenKey:      testKey,
 		Password:      cheapPasswords,

@@ -88,34 +88,47 @@ func notKeyRune(r rune) bool {
 	return !strings.ContainsRune("-_.:~+/=", r)
 }
 
+// writeFunc is the shape of a POST or PATCH handler: an apiFunc that
+// writes through the Writes it is given, never through the server's
+// stores, so that a keyed write's transaction holds every write it makes.
+type writeFunc func(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error
+
+// noWrites is a writeFunc for a handler that makes none of Writes' writes
+// (registration, login, the password reset: their keys are ignored).
+func noWrites(h apiFunc) writeFunc {
+	return func(w http.ResponseWriter, r *http.Request, _ jobboard.Writes) error { return h(w, r) }
+}
+
 // keyed wraps the handler of a POST or PATCH route with Idempotency-Key.
-// Without the header the handler runs as it would anyway. With it:
+// Without the header the handler runs as it would anyway, with the store's
+// own Writes. With it:
 //
 //  1. The key is checked (400) and scoped to the caller.
 //  2. An answer stored under the key is replayed (Idempotent-Replayed:
 //     true) if the request has the same fingerprint (a keyed MAC of it,
 //     see fingerprint.go), else refused (422).
-//  3. Otherwise the handler runs against a recorder, with a context in
-//     which the stores' writes share one transaction, begun at the first
-//     write: decoding and validation hold no transaction. A concurrent
-//     request holding the key makes that first write fail: 409 (or a
-//     replay, if it has finished meanwhile).
+//  3. Otherwise the handler runs against a recorder, with the Writes of a
+//     keyed write (IdempotencyStore.KeyedWrite): they share one
+//     transaction, begun at the first write, so that decoding and
+//     validation hold no transaction. A concurrent request holding the key
+//     makes that first write fail: 409 (or a replay, if it has finished
+//     meanwhile).
 //  4. A success (2xx) is stored and committed with the writes, then the
 //     work waiting for the commit (the event relay) runs, then the client
 //     gets the answer. An error rolls everything back and stores nothing:
 //     nothing was written, so a retry runs again.
-func (s *server) keyed(policy keyPolicy, h apiFunc) apiFunc {
+func (s *server) keyed(policy keyPolicy, h writeFunc) apiFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		key, ok, err := parseIdempotencyKey(r.Header)
 		if err != nil {
 			return err
 		}
 		if !ok || policy == keysIgnored {
-			return h(w, r)
+			return h(w, r, s.writes)
 		}
 		a, signedIn, err := s.optionalActor(r)
 		if err != nil || !signedIn {
-			return h(w, r) // the handler answers 401
+			return h(w, r, s.writes) // the handler answers 401
 		}
 		scope := "user:" + strconv.FormatInt(a.UserID, 10)
 		if s.idempotency == nil {
@@ -134,32 +147,37 @@ func (s *server) keyed(policy keyPolicy, h apiFunc) apiFunc {
 			return err
 		}
 
-		ctx, write := s.idempotency.BeginIdempotent(r.Context(), req)
-		defer write.Rollback(ctx)
 		hooks := &afterCommitHooks{}
-		ctx = context.WithValue(ctx, afterCommitKey{}, hooks)
-		inner := r.WithContext(ctx)
+		inner := r.WithContext(context.WithValue(r.Context(), afterCommitKey{}, hooks))
 		inner.Body = io.NopCloser(bytes.NewReader(body))
 		rec := newRecorder()
-		if err := h(rec, inner); err != nil {
-			write.Rollback(ctx)
+		var committed bool
+		var handlerErr error
+		err = s.idempotency.KeyedWrite(r.Context(), req, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+			if handlerErr = h(rec, inner, st); handlerErr != nil {
+				return nil, handlerErr
+			}
+			if rec.status < 200 || rec.status > 299 {
+				return nil, nil // rolled back; the answer is sent as it is
+			}
+			answer := rec.answer(req.Fingerprint)
+			if policy == keysSecretAnswer {
+				if answer.Body, err = s.sealSecretAnswer(answer.Body); err != nil {
+					return nil, err
+				}
+			}
+			committed = true
+			return &answer, nil
+		})
+		if err != nil && err != handlerErr { //nolint:errorlint // which error, not which kind
+			err = fmt.Errorf("keyed write: %w", err)
+		}
+		if err != nil {
 			return s.keyConflict(w, r, req, body, policy, err)
 		}
-		if rec.status < 200 || rec.status > 299 {
-			write.Rollback(ctx)
-			rec.writeTo(w)
-			return nil
+		if committed {
+			hooks.run()
 		}
-		answer := rec.answer(req.Fingerprint)
-		if policy == keysSecretAnswer {
-			if answer.Body, err = s.sealSecretAnswer(answer.Body); err != nil {
-				return err
-			}
-		}
-		if err := write.Commit(ctx, answer); err != nil {
-			return s.keyConflict(w, r, req, body, policy, fmt.Errorf("keyed write: %w", err))
-		}
-		hooks.run()
 		rec.writeTo(w)
 		return nil
 	}

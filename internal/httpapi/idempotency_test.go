@@ -135,19 +135,31 @@ func TestIdempotencyKeyReusedWithAnotherRequest(t *testing.T) {
 	wantReplay(t, first, a.do("PATCH", path, map[string]any{"status": "reviewing"}, as(w.employer), withKey(key)))
 }
 
-// heldCompanies holds the first successful CreateCompany, after its write
-// and before its commit, until released: a first request still running.
+// heldCompanies holds the first successful CreateCompany of a keyed write,
+// after its write and before its commit, until released: a first request
+// still running.
 type heldCompanies struct {
-	jobboard.CompanyStore
+	jobboard.IdempotencyStore
 	holding       atomic.Bool
 	held, release chan struct{}
 }
 
-func (h *heldCompanies) CreateCompany(ctx context.Context, a jobboard.Actor, nc jobboard.NewCompany) (jobboard.Company, error) {
-	c, err := h.CompanyStore.CreateCompany(ctx, a, nc)
-	if err == nil && h.holding.CompareAndSwap(false, true) {
-		close(h.held)
-		<-h.release
+func (h *heldCompanies) KeyedWrite(ctx context.Context, req jobboard.IdempotentRequest, fn func(jobboard.Writes) (*jobboard.StoredResponse, error)) error {
+	return h.IdempotencyStore.KeyedWrite(ctx, req, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		return fn(heldWrites{st, h})
+	})
+}
+
+type heldWrites struct {
+	jobboard.Writes
+	h *heldCompanies
+}
+
+func (w heldWrites) CreateCompany(ctx context.Context, a jobboard.Actor, nc jobboard.NewCompany) (jobboard.Company, error) {
+	c, err := w.Writes.CreateCompany(ctx, a, nc)
+	if err == nil && w.h.holding.CompareAndSwap(false, true) {
+		close(w.h.held)
+		<-w.h.release
 	}
 	return c, err
 }
@@ -158,7 +170,7 @@ func (h *heldCompanies) CreateCompany(ctx context.Context, a jobboard.Actor, nc 
 func TestIdempotencyRetryWhileFirstRuns(t *testing.T) {
 	t.Parallel()
 	hold := &heldCompanies{held: make(chan struct{}), release: make(chan struct{})}
-	a := newAPI(t, func(c *httpapi.Config) { hold.CompanyStore = c.Companies; c.Companies = hold })
+	a := newAPI(t, func(c *httpapi.Config) { hold.IdempotencyStore = c.Idempotency; c.Idempotency = hold })
 	employer := a.register(jobboard.RoleEmployer)
 	key := newKey()
 	body := map[string]any{"name": "Slow Inc"}

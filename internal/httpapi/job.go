@@ -17,7 +17,7 @@ const maxQueryLen = 200
 // createJob posts a job for a company the actor is a member of.
 // POST /v1/companies/{id}/jobs → 201 job; 401; 404 (no such company, or not
 // a member); 422.
-func (s *server) createJob(w http.ResponseWriter, r *http.Request) error {
+func (s *server) createJob(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	a, err := s.actor(r)
 	if err != nil {
 		return err
@@ -30,7 +30,7 @@ func (s *server) createJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := s.jobs.CreateJob(r.Context(), a, companyID, in)
+	j, err := st.CreateJob(r.Context(), a, companyID, in)
 	if err != nil {
 		return fmt.Errorf("create job for company %d: %w", companyID, err)
 	}
@@ -124,7 +124,7 @@ func jobFilter(r *http.Request) (jobboard.JobFilter, error) {
 // validation. A partial salary object is merged into the current salary.
 // Closing a job is {"status":"closed"}.
 // PATCH /v1/jobs/{id} → 200 job; 400; 401; 404; 422.
-func (s *server) updateJob(w http.ResponseWriter, r *http.Request) error {
+func (s *server) updateJob(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	a, err := s.actor(r)
 	if err != nil {
 		return err
@@ -156,7 +156,7 @@ func (s *server) updateJob(w http.ResponseWriter, r *http.Request) error {
 		patch.SetSalary, patch.Salary = true, salary
 	}
 	r, notes := withOutboxNotes(r)
-	j, err := s.jobs.UpdateJob(r.Context(), a, id, patch)
+	j, err := st.UpdateJob(r.Context(), a, id, patch)
 	if err != nil {
 		return fmt.Errorf("update job %d: %w", id, err)
 	}

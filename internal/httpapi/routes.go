@@ -1,10 +1,5 @@
 package httpapi
 
-import (
-	"net/http"
-	"strings"
-)
-
 // addRoutes registers every endpoint of the API. It is the one place to read
 // to see what the API offers; openapi.json documents the same set (a test
 // keeps the two in step).
@@ -13,52 +8,52 @@ func (s *server) addRoutes() {
 	s.add("GET /readyz", s.readyz)
 	s.add("GET /v1/openapi.json", serveOpenAPI)
 
-	s.addKeyed("POST /v1/auth/register", keysIgnored, s.register)
-	s.addKeyed("POST /v1/auth/login", keysIgnored, s.login)
-	s.add("POST /v1/auth/verify-email", s.verifyEmail)
-	s.add("POST /v1/auth/resend-verification", s.resendVerification)
-	s.addKeyed("POST /v1/auth/password-reset", keysIgnored, s.requestPasswordReset)
-	s.addKeyed("POST /v1/auth/password-reset/confirm", keysIgnored, s.resetPassword)
+	s.addWrite("POST /v1/auth/register", keysIgnored, noWrites(s.register))
+	s.addWrite("POST /v1/auth/login", keysIgnored, noWrites(s.login))
+	s.addWrite("POST /v1/auth/verify-email", keysPerUser, s.verifyEmail)
+	s.addWrite("POST /v1/auth/resend-verification", keysPerUser, s.resendVerification)
+	s.addWrite("POST /v1/auth/password-reset", keysIgnored, noWrites(s.requestPasswordReset))
+	s.addWrite("POST /v1/auth/password-reset/confirm", keysIgnored, noWrites(s.resetPassword))
 	s.add("GET /v1/me", s.me)
 	s.add("GET /v1/me/applications", s.myApplications)
 
-	s.add("POST /v1/companies", s.createCompany)
+	s.addWrite("POST /v1/companies", keysPerUser, s.createCompany)
 	s.add("GET /v1/companies/{id}", s.company)
-	s.add("POST /v1/companies/{id}/jobs", s.createJob)
+	s.addWrite("POST /v1/companies/{id}/jobs", keysPerUser, s.createJob)
 
 	s.add("GET /v1/jobs", s.searchJobs)
 	s.add("GET /v1/jobs/{id}", s.job)
-	s.add("PATCH /v1/jobs/{id}", s.updateJob)
-	s.add("POST /v1/jobs/{id}/applications", s.apply)
+	s.addWrite("PATCH /v1/jobs/{id}", keysPerUser, s.updateJob)
+	s.addWrite("POST /v1/jobs/{id}/applications", keysPerUser, s.apply)
 	s.add("GET /v1/jobs/{id}/applications", s.jobApplications)
 
 	s.add("GET /v1/applications/{id}", s.application)
-	s.add("PATCH /v1/applications/{id}", s.changeStatus)
+	s.addWrite("PATCH /v1/applications/{id}", keysPerUser, s.changeStatus)
 	s.add("GET /v1/applications/{id}/history", s.history)
 
-	s.addKeyed("POST /v1/companies/{id}/webhooks", keysSecretAnswer, s.createWebhook)
+	s.addWrite("POST /v1/companies/{id}/webhooks", keysSecretAnswer, s.createWebhook)
 	s.add("GET /v1/companies/{id}/webhooks", s.listWebhooks)
 	s.add("GET /v1/companies/{id}/webhooks/{wid}", s.getWebhook)
-	s.add("PATCH /v1/companies/{id}/webhooks/{wid}", s.updateWebhook)
+	s.addWrite("PATCH /v1/companies/{id}/webhooks/{wid}", keysPerUser, s.updateWebhook)
 	s.add("DELETE /v1/companies/{id}/webhooks/{wid}", s.deleteWebhook)
-	s.addKeyed("POST /v1/companies/{id}/webhooks/{wid}/rotate-secret", keysSecretAnswer, s.rotateWebhookSecret)
-	s.add("POST /v1/companies/{id}/webhooks/{wid}/ping", s.pingWebhook)
+	s.addWrite("POST /v1/companies/{id}/webhooks/{wid}/rotate-secret", keysSecretAnswer, s.rotateWebhookSecret)
+	s.addWrite("POST /v1/companies/{id}/webhooks/{wid}/ping", keysPerUser, s.pingWebhook)
 	s.add("GET /v1/companies/{id}/webhooks/{wid}/deliveries", s.webhookDeliveries)
-	s.add("POST /v1/companies/{id}/webhooks/{wid}/deliveries/{did}/replay", s.replayWebhookDelivery)
+	s.addWrite("POST /v1/companies/{id}/webhooks/{wid}/deliveries/{did}/replay", keysPerUser, s.replayWebhookDelivery)
 }
 
 // add registers an apiFunc under a Go 1.22 pattern and remembers the
-// pattern for the test that compares routes with the OpenAPI document.
-// Every POST and PATCH takes an Idempotency-Key (keyed, idempotency.go),
-// scoped to the signed-in user unless addKeyed says otherwise.
+// pattern for the test that compares routes with the OpenAPI document. It
+// is for the routes that write nothing through Writes: reads, and DELETE.
 func (s *server) add(pattern string, h apiFunc) {
-	s.addKeyed(pattern, keysPerUser, h)
+	s.patterns = append(s.patterns, pattern)
+	s.mux.Handle(pattern, s.handle(h))
 }
 
-func (s *server) addKeyed(pattern string, policy keyPolicy, h apiFunc) {
+// addWrite registers a POST or PATCH route. It takes an Idempotency-Key
+// (keyed, idempotency.go) as policy says, and its handler gets the Writes
+// to write through: a keyed write's, or the store's own.
+func (s *server) addWrite(pattern string, policy keyPolicy, h writeFunc) {
 	s.patterns = append(s.patterns, pattern)
-	if strings.HasPrefix(pattern, http.MethodPost+" ") || strings.HasPrefix(pattern, http.MethodPatch+" ") {
-		h = s.keyed(policy, h)
-	}
-	s.mux.Handle(pattern, s.handle(h))
+	s.mux.Handle(pattern, s.handle(s.keyed(policy, h)))
 }

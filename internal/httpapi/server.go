@@ -19,9 +19,13 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Config is what the server needs. The four stores and TokenKey or
-// TokenKeys are required; the rest have defaults.
+// Config is what the server needs. The four stores, Writes and TokenKey
+// or TokenKeys are required; the rest have defaults.
 type Config struct {
+	// Writes are the stores' writes, each committing on its own, that a
+	// POST or PATCH without an Idempotency-Key makes (with one, it gets
+	// the Writes of its keyed write from Idempotency).
+	Writes       jobboard.Writes
 	Users        jobboard.UserStore
 	Companies    jobboard.CompanyStore
 	Jobs         jobboard.JobStore
@@ -128,6 +132,7 @@ const readyTimeout = 2 * time.Second
 
 // server holds the dependencies shared by the handlers.
 type server struct {
+	writes       jobboard.Writes
 	users        jobboard.UserStore
 	companies    jobboard.CompanyStore
 	jobs         jobboard.JobStore
@@ -218,6 +223,7 @@ func newServer(cfg Config) *server {
 		cfg.PasswordResetPolicy = jobboard.DefaultPasswordResetPolicy
 	}
 	s := &server{
+		writes:       cfg.Writes,
 		users:        cfg.Users,
 		companies:    cfg.Companies,
 		jobs:         cfg.Jobs,

@@ -16,6 +16,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
+	"github.com/jobboard/jobboard/internal/dev/syncio"
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/httpapi/openapitest"
 	"github.com/jobboard/jobboard/internal/jobboard"
@@ -139,7 +140,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	down := newAPIOn(t, a.db, func(c *httpapi.Config) { c.Pinger = closed })
 	wantProblem(t, down.do("GET", "/readyz", nil), http.StatusServiceUnavailable, "unavailable")
 	want(t, down.do("GET", "/healthz", nil), http.StatusOK)
-	if lines := down.logs.lines(t); !slices.ContainsFunc(lines, func(l map[string]any) bool { return l["level"] == "WARN" && l["err"] != nil }) {
+	if lines := logLines(t, down.logs); !slices.ContainsFunc(lines, func(l map[string]any) bool { return l["level"] == "WARN" && l["err"] != nil }) {
 		t.Fatalf("failed ping not logged: %v", lines)
 	}
 
@@ -208,14 +209,14 @@ func TestUnexpectedErrorsAndPanics(t *testing.T) {
 				t.Fatalf("500 leaks its cause: %s", r.Body)
 			}
 			var logged bool
-			for _, line := range a.logs.lines(t) {
+			for _, line := range logLines(t, a.logs) {
 				if line["level"] == "ERROR" && line["request_id"] == p.RequestID && line["msg"] != "request" {
 					text := fmt.Sprint(line)
 					logged = strings.Contains(text, "10.0.0.7") || strings.Contains(text, "injected panic")
 				}
 			}
 			if !logged {
-				t.Fatalf("cause not logged at ERROR with request id %s:\n%v", p.RequestID, a.logs.lines(t))
+				t.Fatalf("cause not logged at ERROR with request id %s:\n%v", p.RequestID, logLines(t, a.logs))
 			}
 			// The server still serves after a panic.
 			want(t, a.do("GET", "/healthz", nil), http.StatusOK)
@@ -228,7 +229,7 @@ func TestUnexpectedErrorsAndPanics(t *testing.T) {
 // too, which Lambda never counts as an error), 0 otherwise.
 func TestRequestsWriteAMetricLine(t *testing.T) {
 	t.Parallel()
-	metrics := &logBuffer{}
+	metrics := &syncio.Buffer{}
 	a := newAPI(t, func(c *httpapi.Config) {
 		c.Jobs = failingJobs{JobStore: c.Jobs, panic: true}
 		c.Metrics, c.FunctionVersion = metrics, "3"
@@ -238,7 +239,7 @@ func TestRequestsWriteAMetricLine(t *testing.T) {
 	wantProblem(t, a.do("GET", "/v1/nowhere", nil), http.StatusNotFound, "not-found")
 
 	var requests, serverErrors float64
-	lines := metrics.lines(t)
+	lines := logLines(t, metrics)
 	for _, m := range lines {
 		if m["Service"] != "api" || m["FunctionVersion"] != "3" || m["_aws"] == nil {
 			t.Errorf("line %v; want Service api, FunctionVersion 3, an EMF directive", m)
@@ -267,7 +268,7 @@ func TestRequestIDInEveryLogLine(t *testing.T) {
 		}
 	})
 	w := a.world()
-	setupLines := len(a.logs.lines(t))
+	setupLines := len(logLines(t, a.logs))
 	responses := []response{
 		a.do("GET", "/v1/jobs?q=engineer", nil),
 		a.do("GET", "/v1/jobs/999", nil), // 500, logged at ERROR
@@ -284,7 +285,7 @@ func TestRequestIDInEveryLogLine(t *testing.T) {
 	}
 	responses = append(responses, gw)
 
-	lines := a.logs.lines(t)[setupLines:]
+	lines := logLines(t, a.logs)[setupLines:]
 	perID := map[string][]map[string]any{}
 	for _, line := range lines {
 		id, _ := line["request_id"].(string)

@@ -23,7 +23,7 @@ type verifyEmailInput struct {
 // failed attempts are counted and limited like its logins (see verifyKey).
 // POST /v1/auth/verify-email → 200 user; 400 invalid-verification-token;
 // 410 verification-token-expired or verification-token-used; 422; 429.
-func (s *server) verifyEmail(w http.ResponseWriter, r *http.Request) error {
+func (s *server) verifyEmail(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	var in verifyEmailInput
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
@@ -39,7 +39,7 @@ func (s *server) verifyEmail(w http.ResponseWriter, r *http.Request) error {
 	if !jobboard.ValidVerificationToken(in.Token) {
 		return fmt.Errorf("verify email: token of the wrong shape: %w", jobboard.ErrVerificationTokenInvalid)
 	}
-	u, err := s.users.VerifyEmail(ctx, jobboard.HashVerificationToken(in.Token), s.now())
+	u, err := st.VerifyEmail(ctx, jobboard.HashVerificationToken(in.Token), s.now())
 	if err != nil {
 		return err
 	}
@@ -54,12 +54,12 @@ func (s *server) verifyEmail(w http.ResponseWriter, r *http.Request) error {
 // user's address: at most one a minute, and a few an hour per account and
 // per address (429 with Retry-After beyond that).
 // POST /v1/auth/resend-verification → 202; 401; 409 already-verified; 429.
-func (s *server) resendVerification(w http.ResponseWriter, r *http.Request) error {
+func (s *server) resendVerification(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	a, err := s.actor(r)
 	if err != nil {
 		return err
 	}
-	ev, err := s.users.RequestVerification(r.Context(), a.UserID, s.verificationPolicy, s.now())
+	ev, err := st.RequestVerification(r.Context(), a.UserID, s.verificationPolicy, s.now())
 	if errors.Is(err, jobboard.ErrNotFound) {
 		return fmt.Errorf("token of deleted user %d: %w", a.UserID, jobboard.ErrUnauthenticated)
 	}

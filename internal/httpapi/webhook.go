@@ -51,7 +51,7 @@ func (s *server) webhookRoute(r *http.Request, withEndpoint bool) (webhookTarget
 // createWebhook registers an endpoint and answers its signing secret, this
 // once. POST /v1/companies/{id}/webhooks → 201 endpoint with secret; 400;
 // 401; 404; 409 too-many-webhook-endpoints; 422.
-func (s *server) createWebhook(w http.ResponseWriter, r *http.Request) error {
+func (s *server) createWebhook(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	t, err := s.webhookRoute(r, false)
 	if err != nil {
 		return err
@@ -68,7 +68,7 @@ func (s *server) createWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("seal webhook secret: %w", err)
 	}
-	e, err := s.webhooks.CreateWebhookEndpoint(r.Context(), t.actor, t.company, in, sealed)
+	e, err := st.CreateWebhookEndpoint(r.Context(), t.actor, t.company, in, sealed)
 	if err != nil {
 		return fmt.Errorf("create webhook endpoint: %w", err)
 	}
@@ -119,7 +119,7 @@ func (s *server) getWebhook(w http.ResponseWriter, r *http.Request) error {
 // updateWebhook changes an endpoint's URL, description, event types or
 // whether it is enabled. PATCH /v1/companies/{id}/webhooks/{wid} → 200
 // endpoint; 400; 401; 404; 422.
-func (s *server) updateWebhook(w http.ResponseWriter, r *http.Request) error {
+func (s *server) updateWebhook(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func (s *server) updateWebhook(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	e, err := s.webhooks.UpdateWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint, p)
+	e, err := st.UpdateWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint, p)
 	if err != nil {
 		return fmt.Errorf("update webhook endpoint %d: %w", t.endpoint, err)
 	}
@@ -165,7 +165,7 @@ type secretRotation struct {
 // this once; the old one signs too for the overlap.
 // POST /v1/companies/{id}/webhooks/{wid}/rotate-secret → 200 endpoint with
 // secret; 400; 401; 404; 422.
-func (s *server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) error {
+func (s *server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
@@ -185,7 +185,7 @@ func (s *server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return fmt.Errorf("seal webhook secret: %w", err)
 	}
-	e, err := s.webhooks.RotateWebhookSecret(r.Context(), t.actor, t.company, t.endpoint, sealed, overlap)
+	e, err := st.RotateWebhookSecret(r.Context(), t.actor, t.company, t.endpoint, sealed, overlap)
 	if err != nil {
 		return fmt.Errorf("rotate secret of webhook endpoint %d: %w", t.endpoint, err)
 	}
@@ -228,7 +228,7 @@ func parseDeliveryQuery(r *http.Request) (jobboard.WebhookDeliveryFilter, error)
 // replayWebhookDelivery sends a delivery again, under the same webhook-id.
 // POST /v1/companies/{id}/webhooks/{wid}/deliveries/{did}/replay → 202
 // delivery; 400; 401; 404; 409 webhook-endpoint-disabled.
-func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request) error {
+func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
@@ -238,7 +238,7 @@ func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	ctx, notes := jobboard.WithOutboxNotes(r.Context())
-	d, err := s.webhooks.ReplayWebhookDelivery(ctx, t.actor, t.company, t.endpoint, deliveryID)
+	d, err := st.ReplayWebhookDelivery(ctx, t.actor, t.company, t.endpoint, deliveryID)
 	if err != nil {
 		return fmt.Errorf("replay webhook delivery %d: %w", deliveryID, err)
 	}
@@ -249,13 +249,13 @@ func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request) e
 // pingWebhook sends the endpoint a webhook.ping event.
 // POST /v1/companies/{id}/webhooks/{wid}/ping → 202 delivery; 400; 401;
 // 404; 409 webhook-endpoint-disabled.
-func (s *server) pingWebhook(w http.ResponseWriter, r *http.Request) error {
+func (s *server) pingWebhook(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
 	}
 	ctx, notes := jobboard.WithOutboxNotes(r.Context())
-	d, err := s.webhooks.PingWebhookEndpoint(ctx, t.actor, t.company, t.endpoint)
+	d, err := st.PingWebhookEndpoint(ctx, t.actor, t.company, t.endpoint)
 	if err != nil {
 		return fmt.Errorf("ping webhook endpoint %d: %w", t.endpoint, err)
 	}

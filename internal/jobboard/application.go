@@ -142,11 +142,6 @@ type HistoryEntry struct {
 // that the actor may see the application: its candidate, or a member of the
 // job's company. Anyone else gets ErrNotFound.
 type ApplicationStore interface {
-	// Apply stores a candidate's application to an open job.
-	// Errors: ErrNotFound (no such job, or a closed one the actor may not
-	// see), ErrJobClosed (closed, and the actor is a member of its company),
-	// ErrDuplicateApplication, ErrForbidden (actor is not a candidate).
-	Apply(ctx context.Context, actor Actor, jobID int64, a NewApplication) (Application, error)
 	// Application returns one application. Errors: ErrNotFound.
 	Application(ctx context.Context, actor Actor, id int64) (Application, error)
 	// JobApplications lists a job's applications, newest first, to a member
@@ -154,12 +149,23 @@ type ApplicationStore interface {
 	JobApplications(ctx context.Context, actor Actor, jobID int64, limit int, after int64) (Page[Application], error)
 	// CandidateApplications lists the actor's own applications, newest first.
 	CandidateApplications(ctx context.Context, actor Actor, limit int, after int64) (Page[Application], error)
+	// History lists an application's status changes, oldest first.
+	// Errors: ErrNotFound.
+	History(ctx context.Context, actor Actor, id int64) ([]HistoryEntry, error)
+}
+
+// ApplicationWrites are the writes beside ApplicationStore's reads that a
+// request makes through the Writes it is given (see Writes): in a keyed
+// write's transaction, or each committing on its own.
+type ApplicationWrites interface {
+	// Apply stores a candidate's application to an open job.
+	// Errors: ErrNotFound (no such job, or a closed one the actor may not
+	// see), ErrJobClosed (closed, and the actor is a member of its company),
+	// ErrDuplicateApplication, ErrForbidden (actor is not a candidate).
+	Apply(ctx context.Context, actor Actor, jobID int64, a NewApplication) (Application, error)
 	// ChangeStatus moves an application to a new status and, in the same
 	// transaction, records the history row and the outbox event. The event is
 	// nil when the status was already the requested one (nothing changes).
 	// Errors: ErrNotFound, ErrInvalidTransition, ErrPreconditionFailed.
 	ChangeStatus(ctx context.Context, actor Actor, id int64, c StatusChange) (Application, *Event, error)
-	// History lists an application's status changes, oldest first.
-	// Errors: ErrNotFound.
-	History(ctx context.Context, actor Actor, id int64) ([]HistoryEntry, error)
 }

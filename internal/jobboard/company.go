@@ -55,11 +55,17 @@ func (c NewCompany) Validate() error {
 
 // CompanyStore keeps companies and their members.
 type CompanyStore interface {
+	// Company returns a company. Errors: ErrNotFound.
+	Company(ctx context.Context, id int64) (Company, error)
+}
+
+// CompanyWrites are the writes beside CompanyStore's reads that a
+// request makes through the Writes it is given (see Writes): in a keyed
+// write's transaction, or each committing on its own.
+type CompanyWrites interface {
 	// CreateCompany stores a company and makes the actor its member, in one
 	// transaction. Errors: ErrForbidden when the actor is not an employer.
 	CreateCompany(ctx context.Context, actor Actor, c NewCompany) (Company, error)
-	// Company returns a company. Errors: ErrNotFound.
-	Company(ctx context.Context, id int64) (Company, error)
 }
 
 // requiredText checks a required, length-limited text field.

@@ -45,27 +45,28 @@ type IdempotencyStore interface {
 	// StoredResponse returns the answer stored under scope and key within
 	// the last IdempotencyKeyTTL. Errors: ErrNotFound.
 	StoredResponse(ctx context.Context, scope, key string) (StoredResponse, error)
-	// BeginIdempotent starts a keyed write. The store methods called with
-	// the returned context write in one transaction, begun at their first
-	// write (so that work before it, such as hashing a password, holds no
-	// transaction), and the returned IdempotentWrite commits that
-	// transaction together with the answer, or rolls it back. A store
-	// method that begins the transaction fails with ErrIdempotencyKeyInUse
-	// when another request holds the key or has stored an answer under it
-	// since it was looked up.
-	BeginIdempotent(ctx context.Context, req IdempotentRequest) (context.Context, IdempotentWrite)
+	// KeyedWrite runs fn with the Writes of one keyed write: they write in
+	// one transaction, begun at the first of them (so that work before it,
+	// such as hashing a password, holds no transaction), which commits
+	// together with the answer fn returns. When fn returns an error or no
+	// answer (nil), everything rolls back and nothing is stored. The
+	// Writes are fn's alone: used after fn returns they fail. Errors: fn's;
+	// ErrIdempotencyKeyInUse, from the first write or the commit, when
+	// another request holds the key or has stored an answer under it since
+	// it was looked up (nothing is committed); the commit's error.
+	KeyedWrite(ctx context.Context, req IdempotentRequest, fn func(Writes) (*StoredResponse, error)) error
 }
 
-// IdempotentWrite ends a keyed write begun by BeginIdempotent. After either
-// method, the context of BeginIdempotent writes outside any transaction
-// again.
-type IdempotentWrite interface {
-	// Commit stores the answer under the request's key and commits it with
-	// the writes made so far, or alone when there were none. Errors:
-	// ErrIdempotencyKeyInUse (nothing is committed), the commit's error.
-	Commit(ctx context.Context, answer StoredResponse) error
-	// Rollback undoes the writes made so far. It does nothing after Commit.
-	Rollback(ctx context.Context)
+// Writes are every write that a POST or PATCH handler makes, handed to it
+// explicitly: the store's own, each committing on its own, or those of a
+// keyed write, all in its transaction. The reads stay with the stores; no
+// handler can write around the transaction it was given.
+type Writes interface {
+	CompanyWrites
+	JobWrites
+	ApplicationWrites
+	UserWrites
+	WebhookWrites
 }
 
 // IdempotencyKeyRetention deletes the answers of expired idempotency keys.

@@ -23,9 +23,9 @@ var allowedInternal = map[string][]string{
 	// The webhook delivery function's handler and client, and the
 	// receivers its tests and the chaos run use.
 	"internal/webhook":             {"internal/jobboard", "internal/emf"},
-	"internal/webhook/webhooktest": {},
+	"internal/webhook/webhooktest": {"internal/dev/localhost"},
 	"internal/emf":                 {},
-	"internal/dev/localaws":        {},
+	"internal/dev/localaws":        {"internal/dev/localhost"},
 	// The Lambda event source mapping played locally: linked into the
 	// worker and the webhook function for their local mode.
 	"internal/function/eventsource": {},
@@ -34,7 +34,15 @@ var allowedInternal = map[string][]string{
 	// The API's JSON client for the programs that drive it from outside.
 	"internal/dev/apiclient": {},
 	// What the functions' mains share: their common settings and logger.
-	"internal/function":        {"internal/awsenv"},
+	"internal/function": {"internal/awsenv"},
+	// How the functions open their database: the secret, then the pool.
+	// A composition helper of the mains, apart from package function so
+	// that the deploy hook links no driver.
+	"internal/function/database": {"internal/postgres", "internal/secret"},
+	// Free ports and the module's root, and a log buffer shared by
+	// goroutines: for tests and the local tools, on the standard library.
+	"internal/dev/localhost":   {},
+	"internal/dev/syncio":      {},
 	"internal/postgres/schema": {},
 	// The deploy's PreTraffic hook: migrate, smoke-test, report.
 	"internal/deployhook": {},

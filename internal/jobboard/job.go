@@ -224,15 +224,9 @@ type JobListing struct {
 
 // JobStore keeps jobs.
 type JobStore interface {
-	// CreateJob stores a job of the company. Errors: ErrNotFound when the
-	// company does not exist or the actor is not its member.
-	CreateJob(ctx context.Context, actor Actor, companyID int64, j NewJob) (Job, error)
 	// Job returns an open job, or a closed one to a member of its company.
 	// Errors: ErrNotFound, ErrTimeout.
 	Job(ctx context.Context, actor *Actor, id int64) (Job, error)
-	// UpdateJob applies a patch to a job of a company the actor is a member
-	// of. Errors: ErrNotFound, *ValidationError.
-	UpdateJob(ctx context.Context, actor Actor, id int64, p JobPatch) (Job, error)
 	// SearchJobs returns open jobs matching f, newest first; a member filtering
 	// by its own company also sees closed ones. actor may be nil. The page
 	// comes with the listing version it was read at, so that its entity tag
@@ -243,4 +237,16 @@ type JobStore interface {
 	// search page read after the version cannot be older than it. It is
 	// the cheap test behind the entity tags of search pages.
 	JobListingVersion(ctx context.Context) (int64, error)
+}
+
+// JobWrites are the writes beside JobStore's reads that a
+// request makes through the Writes it is given (see Writes): in a keyed
+// write's transaction, or each committing on its own.
+type JobWrites interface {
+	// CreateJob stores a job of the company. Errors: ErrNotFound when the
+	// company does not exist or the actor is not its member.
+	CreateJob(ctx context.Context, actor Actor, companyID int64, j NewJob) (Job, error)
+	// UpdateJob applies a patch to a job of a company the actor is a member
+	// of. Errors: ErrNotFound, *ValidationError.
+	UpdateJob(ctx context.Context, actor Actor, id int64, p JobPatch) (Job, error)
 }

@@ -112,6 +112,16 @@ type UserStore interface {
 	// refuse it; then the event is nil and the user can ask again later.
 	// Errors: ErrEmailTaken.
 	Register(ctx context.Context, r Registration, passwordHash string, p VerificationPolicy, now time.Time) (User, *Event, error)
+	// UserByEmail returns a user and its password hash. Errors: ErrNotFound.
+	UserByEmail(ctx context.Context, email string) (User, string, error)
+	// UserByID returns a user. Errors: ErrNotFound.
+	UserByID(ctx context.Context, id int64) (User, error)
+}
+
+// UserWrites are the writes beside UserStore's reads that a
+// request makes through the Writes it is given (see Writes): in a keyed
+// write's transaction, or each committing on its own.
+type UserWrites interface {
 	// RequestVerification queues another verification email for the
 	// user, within p's bounds, and returns its event for the relay.
 	// Errors: ErrNotFound, ErrAlreadyVerified, a
@@ -122,8 +132,4 @@ type UserStore interface {
 	// ErrVerificationTokenInvalid (unknown), ErrVerificationTokenExpired,
 	// ErrVerificationTokenUsed.
 	VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time) (User, error)
-	// UserByEmail returns a user and its password hash. Errors: ErrNotFound.
-	UserByEmail(ctx context.Context, email string) (User, string, error)
-	// UserByID returns a user. Errors: ErrNotFound.
-	UserByID(ctx context.Context, id int64) (User, error)
 }

@@ -527,27 +527,33 @@ var (
 // its outbox row in their transaction and note it in the context's
 // OutboxNotes.
 type WebhookStore interface {
-	// CreateWebhookEndpoint stores an endpoint with its sealed secret.
-	// Errors: ErrNotFound, ErrTooManyWebhookEndpoints.
-	CreateWebhookEndpoint(ctx context.Context, actor Actor, companyID int64, n NewWebhookEndpoint, sealedSecret []byte) (WebhookEndpoint, error)
 	// WebhookEndpoints lists the company's endpoints, oldest first.
 	// Errors: ErrNotFound.
 	WebhookEndpoints(ctx context.Context, actor Actor, companyID int64) ([]WebhookEndpoint, error)
 	// WebhookEndpoint returns one endpoint. Errors: ErrNotFound.
 	WebhookEndpoint(ctx context.Context, actor Actor, companyID, id int64) (WebhookEndpoint, error)
-	// UpdateWebhookEndpoint applies a patch. Enabling a disabled endpoint
-	// clears its failure record. Errors: ErrNotFound.
-	UpdateWebhookEndpoint(ctx context.Context, actor Actor, companyID, id int64, p WebhookEndpointPatch) (WebhookEndpoint, error)
 	// DeleteWebhookEndpoint deletes an endpoint and its log; its pending
 	// deliveries are dropped. Errors: ErrNotFound.
 	DeleteWebhookEndpoint(ctx context.Context, actor Actor, companyID, id int64) error
+	// WebhookDeliveries lists an endpoint's deliveries, newest first.
+	// Errors: ErrNotFound.
+	WebhookDeliveries(ctx context.Context, actor Actor, companyID, endpointID int64, f WebhookDeliveryFilter) (Page[WebhookDelivery], error)
+}
+
+// WebhookWrites are the writes beside WebhookStore's reads that a
+// request makes through the Writes it is given (see Writes): in a keyed
+// write's transaction, or each committing on its own.
+type WebhookWrites interface {
+	// CreateWebhookEndpoint stores an endpoint with its sealed secret.
+	// Errors: ErrNotFound, ErrTooManyWebhookEndpoints.
+	CreateWebhookEndpoint(ctx context.Context, actor Actor, companyID int64, n NewWebhookEndpoint, sealedSecret []byte) (WebhookEndpoint, error)
+	// UpdateWebhookEndpoint applies a patch. Enabling a disabled endpoint
+	// clears its failure record. Errors: ErrNotFound.
+	UpdateWebhookEndpoint(ctx context.Context, actor Actor, companyID, id int64, p WebhookEndpointPatch) (WebhookEndpoint, error)
 	// RotateWebhookSecret makes sealedSecret the signing secret; the one it
 	// replaces signs too for overlap (zero: it stops at once). Errors:
 	// ErrNotFound.
 	RotateWebhookSecret(ctx context.Context, actor Actor, companyID, id int64, sealedSecret []byte, overlap time.Duration) (WebhookEndpoint, error)
-	// WebhookDeliveries lists an endpoint's deliveries, newest first.
-	// Errors: ErrNotFound.
-	WebhookDeliveries(ctx context.Context, actor Actor, companyID, endpointID int64, f WebhookDeliveryFilter) (Page[WebhookDelivery], error)
 	// ReplayWebhookDelivery dispatches a delivery again, whatever its
 	// state, under the same event id. Errors: ErrNotFound,
 	// ErrWebhookEndpointDisabled.

@@ -446,8 +446,10 @@ func TestSweeperDeletesExpiredIdempotencyKeys(t *testing.T) {
 	e := workertest.New(t, workertest.Options{})
 	ctx := context.Background()
 	for _, key := range []string{"expired-key-00001", "expired-key-00002", "fresh-key-0000001"} {
-		wctx, w := e.DB.BeginIdempotent(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: key, Fingerprint: []byte{1}})
-		if err := w.Commit(wctx, jobboard.StoredResponse{Status: 201, Body: []byte("{}")}); err != nil {
+		if err := e.DB.KeyedWrite(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: key, Fingerprint: []byte{1}},
+			func(jobboard.Writes) (*jobboard.StoredResponse, error) {
+				return &jobboard.StoredResponse{Status: 201, Body: []byte("{}")}, nil
+			}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -67,7 +67,8 @@ FROM jobs j WHERE j.id = $1`
 // closed and the actor is a member of its company,
 // jobboard.ErrDuplicateApplication when the candidate has applied to it
 // already, jobboard.ErrSessionRevoked.
-func (db *DB) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na jobboard.NewApplication) (jobboard.Application, error) {
+func (w writes) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na jobboard.NewApplication) (jobboard.Application, error) {
+	db := w.scope
 	if actor.Role != jobboard.RoleCandidate {
 		return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, jobboard.ErrForbidden)
 	}
@@ -260,7 +261,8 @@ INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($1, $2, $
 // Errors: jobboard.ErrNotFound, jobboard.ErrPreconditionFailed (stale
 // IfVersion), jobboard.ErrInvalidTransition (a *jobboard.TransitionError),
 // jobboard.ErrSessionRevoked.
-func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.Event, error) {
+func (w writes) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.Event, error) {
+	db := w.scope
 	var (
 		app     jobboard.Application
 		event   *jobboard.Event

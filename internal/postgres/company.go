@@ -38,7 +38,8 @@ INSERT INTO company_members (company_id, user_id) VALUES ($1, $2)`
 // CreateCompany stores a company and makes the actor its first member, in
 // one transaction. Errors: jobboard.ErrForbidden when the actor is not an
 // employer, jobboard.ErrSessionRevoked.
-func (db *DB) CreateCompany(ctx context.Context, actor jobboard.Actor, nc jobboard.NewCompany) (jobboard.Company, error) {
+func (w writes) CreateCompany(ctx context.Context, actor jobboard.Actor, nc jobboard.NewCompany) (jobboard.Company, error) {
+	db := w.scope
 	if actor.Role != jobboard.RoleEmployer {
 		return jobboard.Company{}, fmt.Errorf("create company: %w", jobboard.ErrForbidden)
 	}

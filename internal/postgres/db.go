@@ -19,14 +19,8 @@ import (
 // store interfaces of package jobboard.
 type DB struct {
 	pool *pgxpool.Pool
-	// searchWalk, when not zero, replaces the stretch that text searches
-	// check one by one (see searchStretch), so that tests reach the text
-	// index part on a few jobs.
-	searchWalk int
-	// searchTrace, when set, is told every statement SearchJobs runs that
-	// reads jobs, and whether it runs in the pool's mode (fixedPlan, see
-	// searchPageSQL), so that tests can explain them.
-	searchTrace func(sql string, args []any, fixedPlan bool)
+	// writes are jobboard.Writes over the pool, each committing on its own.
+	writes
 }
 
 // Open connects a pool to the database at url. Options adjust the pool
@@ -48,7 +42,9 @@ func Open(ctx context.Context, url string, options ...func(*pgxpool.Config)) (*D
 		pool.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	return &DB{pool: pool}, nil
+	db := &DB{pool: pool}
+	db.writes = writes{db}
+	return db, nil
 }
 
 // WithStatementTimeout makes the server cancel any statement of the pool
@@ -124,19 +120,28 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// writeScope is where a write goes: the pool, whose methods each commit on
+// their own (DB), or the one transaction of a keyed write (keyedWrite).
+type writeScope interface {
+	// writer returns where a single write statement goes.
+	writer(ctx context.Context) (querier, error)
+	// inTx runs fn in a transaction, and returns the commit's error.
+	inTx(ctx context.Context, fn func(tx pgx.Tx) error) error
+}
+
+// writes are the methods of jobboard.Writes, written once against a
+// writeScope: DB embeds them over itself (the pool), a keyedWrite over its
+// transaction, and so offers no other way to the database.
+type writes struct {
+	scope writeScope
+}
+
+// writer returns the pool: a statement commits on its own.
+func (db *DB) writer(context.Context) (querier, error) { return db.pool, nil }
+
 // inTx runs fn in a transaction: committed when fn returns nil, rolled back
 // when it returns an error. The commit's own error is returned, never dropped.
-// Inside a keyed write (see idempotency.go) fn runs in that write's
-// transaction instead, which its IdempotentWrite commits or rolls back as a
-// whole; an error of fn then fails the whole write.
 func (db *DB) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	if w := db.idempotentWriteIn(ctx); w != nil {
-		tx, err := w.begin(ctx)
-		if err != nil {
-			return err
-		}
-		return fn(tx)
-	}
 	return pgx.BeginFunc(ctx, db.pool, fn)
 }
 

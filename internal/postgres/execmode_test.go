@@ -119,10 +119,13 @@ func storeWorkload(t *testing.T, db *pgtest.DB, w world) {
 	nj := newJob("Site Reliability Engineer")
 	_, err = db.CreateJob(ctx, w.employer, w.company.ID, nj)
 	check("create job", err)
-	keyed, write := db.BeginIdempotent(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: "k-" + t.Name(), Fingerprint: []byte("f")})
-	_, err = db.CreateJob(keyed, w.employer, w.company.ID, nj)
-	check("keyed create job", err)
-	check("commit keyed write", write.Commit(keyed, jobboard.StoredResponse{Status: 201, Body: []byte(`{}`)}))
+	check("keyed create job", db.KeyedWrite(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: "k-" + t.Name(), Fingerprint: []byte("f")},
+		func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+			if _, err := st.CreateJob(ctx, w.employer, w.company.ID, nj); err != nil {
+				return nil, err
+			}
+			return &jobboard.StoredResponse{Status: 201, Body: []byte(`{}`)}, nil
+		}))
 	_, err = db.StoredResponse(ctx, "user:1", "k-"+t.Name())
 	check("stored response", err)
 
@@ -183,17 +186,17 @@ func TestReadsKeepAGenericPlan(t *testing.T) {
 	db := pgtest.Open(t, w.db.URL, postgres.WithQueryExecMode(pgx.QueryExecModeCacheStatement),
 		func(c *pgxpool.Config) { c.MaxConns = 1 })
 	fixed := map[string]bool{}
-	postgres.TraceSearch(db.DB, func(sql string, _ []any, fixedPlan bool) {
+	traced := postgres.TunedSearch{DB: db.DB, Trace: func(sql string, _ []any, fixedPlan bool) {
 		if fixedPlan {
 			fixed[sql] = true
 		}
-	})
+	}}
 	for range 8 {
 		for _, f := range []jobboard.JobFilter{
 			{}, {After: w.job.ID}, {Query: "engineer"}, {Query: "engineer", After: w.job.ID},
 			{Query: "astronaut"}, {Query: manyWords + " nurse"},
 		} {
-			if _, err := db.SearchJobs(ctx, nil, f); err != nil {
+			if _, err := traced.SearchJobs(ctx, nil, f); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -207,7 +210,6 @@ func TestReadsKeepAGenericPlan(t *testing.T) {
 			}
 		}
 	}
-	postgres.TraceSearch(db.DB, nil)
 	if len(fixed) < 5 {
 		t.Fatalf("%d statements of fixed plan traced, want the listing, window and text index ones", len(fixed))
 	}

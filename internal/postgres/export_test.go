@@ -1,20 +1,27 @@
 package postgres
 
 import (
+	"context"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
-// SetSearchWalk makes db's text searches check only rows ids (no filter)
-// or jobs (with filters) one by one before they ask the indexes (0
-// restores the default).
-func SetSearchWalk(db *DB, rows int) { db.searchWalk = rows }
+// TunedSearch is a DB's SearchJobs with the stretch of text searches set
+// to Walk rows, checked one by one before the indexes are asked (0: the
+// default), and Trace told every statement it runs that reads jobs, with
+// its arguments and whether the pool's mode may prepare it (nil: none).
+type TunedSearch struct {
+	*DB
+	Walk  int
+	Trace func(sql string, args []any, fixedPlan bool)
+}
 
-// TraceSearch makes db's SearchJobs tell fn every statement it runs that
-// reads jobs, with its arguments and whether the pool's mode may prepare it
-// (nil stops it).
-func TraceSearch(db *DB, fn func(sql string, args []any, fixedPlan bool)) { db.searchTrace = fn }
+// SearchJobs is DB.SearchJobs, tuned.
+func (s TunedSearch) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.JobFilter) (jobboard.JobListing, error) {
+	return s.searchJobs(ctx, actor, f, searchTuning{walk: s.Walk, trace: s.Trace})
+}
 
 // SearchStretch is the default stretch of a text search for query: perRow
 // ids or jobs per row, for rows rows.

@@ -15,6 +15,7 @@ import (
 var (
 	_ jobboard.IdempotencyStore        = (*DB)(nil)
 	_ jobboard.IdempotencyKeyRetention = (*DB)(nil)
+	_ jobboard.Writes                  = (*DB)(nil)
 )
 
 // ttlSeconds is jobboard.IdempotencyKeyTTL as the statements take it.
@@ -37,46 +38,54 @@ func (db *DB) StoredResponse(ctx context.Context, scope, key string) (jobboard.S
 	return a, nil
 }
 
-// idempotentWriteKey is the context key of the keyed write in progress.
-type idempotentWriteKey struct{}
+var _ jobboard.Writes = (*keyedWrite)(nil)
 
-// idempotentWrite is a keyed write: the transaction that the store methods
-// called with its context share, begun lazily by the first of them, and
-// ended by Commit (with the answer) or Rollback. One request's handler uses
-// it from one goroutine.
-type idempotentWrite struct {
-	db   *DB
-	req  jobboard.IdempotentRequest
-	tx   pgx.Tx
-	done bool
+// keyedWrite is the store a keyed write's callback gets: its write methods
+// share one transaction, begun lazily by the first of them (so that work
+// before it, such as hashing a password, holds none) and ended by
+// KeyedWrite. It has no other way to the database. One request's handler
+// uses it from one goroutine.
+type keyedWrite struct {
+	writes
+	db  *DB
+	req jobboard.IdempotentRequest
+	tx  pgx.Tx
+	// ended is set when KeyedWrite returns: a store kept past its callback
+	// writes nowhere.
+	ended bool
 }
 
-// BeginIdempotent returns a context whose store writes join one transaction,
-// and the IdempotentWrite that ends it. Nothing touches the database until
-// the first write (or Commit).
-func (db *DB) BeginIdempotent(ctx context.Context, req jobboard.IdempotentRequest) (context.Context, jobboard.IdempotentWrite) {
-	w := &idempotentWrite{db: db, req: req}
-	return context.WithValue(ctx, idempotentWriteKey{}, w), w
-}
+// errKeyedWriteEnded is the error of a write through a keyed write's store
+// after its callback returned.
+var errKeyedWriteEnded = errors.New("keyed write: used after its callback returned")
 
-// idempotentWriteIn returns the keyed write of ctx that is still open on
-// this database, or nil.
-func (db *DB) idempotentWriteIn(ctx context.Context) *idempotentWrite {
-	w, _ := ctx.Value(idempotentWriteKey{}).(*idempotentWrite)
-	if w == nil || w.db != db || w.done {
-		return nil
+// KeyedWrite runs fn with the store of one keyed write (see
+// jobboard.IdempotencyStore): its writes share a transaction, begun at the
+// first of them, that commits together with the answer fn returns, or rolls
+// back when fn returns an error or no answer. Errors: fn's,
+// jobboard.ErrIdempotencyKeyInUse, database errors (the commit's included);
+// on any error nothing is committed.
+func (db *DB) KeyedWrite(ctx context.Context, req jobboard.IdempotentRequest, fn func(jobboard.Writes) (*jobboard.StoredResponse, error)) error {
+	w := &keyedWrite{db: db, req: req}
+	w.writes = writes{w}
+	defer w.rollback(ctx)
+	a, err := fn(w)
+	if err != nil || a == nil {
+		return err
 	}
-	return w
+	return w.commit(ctx, *a)
 }
 
-// writer returns where a single write statement goes: the transaction of the
-// keyed write in ctx (begun now if need be), else the pool.
-// Errors: those of begin.
-func (db *DB) writer(ctx context.Context) (querier, error) {
-	if w := db.idempotentWriteIn(ctx); w != nil {
-		return w.begin(ctx)
+func (w *keyedWrite) writer(ctx context.Context) (querier, error) { return w.begin(ctx) }
+
+// inTx runs fn in the keyed write's transaction, which KeyedWrite commits
+// or rolls back as a whole; an error of fn fails the whole write.
+func (w *keyedWrite) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := w.begin(ctx)
+	if err != nil {
+		return err
 	}
-	return db.pool, nil
+	return fn(tx)
 }
 
 // idempotencyLockClass is the first half of the two-key advisory locks on
@@ -97,7 +106,10 @@ SELECT pg_try_advisory_xact_lock($1, hashtext($2 || ' ' || $3)),
 // begin starts the transaction on the first write and claims the key.
 // Errors: jobboard.ErrIdempotencyKeyInUse when another transaction holds the
 // key or an answer has been stored under it meanwhile; database errors.
-func (w *idempotentWrite) begin(ctx context.Context) (pgx.Tx, error) {
+func (w *keyedWrite) begin(ctx context.Context) (pgx.Tx, error) {
+	if w.ended {
+		return nil, errKeyedWriteEnded
+	}
 	if w.tx != nil {
 		return w.tx, nil
 	}
@@ -135,19 +147,14 @@ SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, header = EXCLU
 	body = EXCLUDED.body, created_at = EXCLUDED.created_at
 WHERE k.created_at <= now() - make_interval(secs => $7)`
 
-// Commit stores the answer and commits it with the writes. Errors:
+// commit stores the answer and commits it with the writes. Errors:
 // jobboard.ErrIdempotencyKeyInUse, database errors (the commit's included);
 // on any error nothing is committed.
-func (w *idempotentWrite) Commit(ctx context.Context, a jobboard.StoredResponse) error {
-	if w.done {
-		return errors.New("commit idempotent write: already ended")
-	}
+func (w *keyedWrite) commit(ctx context.Context, a jobboard.StoredResponse) error {
 	tx, err := w.begin(ctx)
 	if err != nil {
-		w.done = true
 		return err
 	}
-	defer w.Rollback(ctx) // after a successful commit, a no-op
 	header := a.Header
 	if header == nil {
 		header = map[string]string{}
@@ -170,20 +177,19 @@ func (w *idempotentWrite) Commit(ctx context.Context, a jobboard.StoredResponse)
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit idempotent write: %w", err)
 	}
-	w.done = true
+	w.tx = nil
 	return nil
 }
 
-// Rollback undoes the writes, if any and not committed.
-func (w *idempotentWrite) Rollback(ctx context.Context) {
-	if w.done {
-		return
-	}
-	w.done = true
+// rollback ends the keyed write: it undoes the writes, if any and not
+// committed, and makes the store refuse any later write.
+func (w *keyedWrite) rollback(ctx context.Context) {
+	w.ended = true
 	if w.tx != nil {
 		// A failed rollback leaves nothing committed: the connection is
 		// closed and the server aborts the transaction.
 		_ = w.tx.Rollback(context.WithoutCancel(ctx))
+		w.tx = nil
 	}
 }
 

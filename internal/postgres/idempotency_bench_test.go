@@ -63,11 +63,13 @@ func BenchmarkIdempotencyKeyFloor(b *testing.B) {
 		if _, err := db.StoredResponse(ctx, req.Scope, req.Key); err == nil {
 			b.Fatal("a fresh key has an answer")
 		}
-		wctx, w := db.BeginIdempotent(ctx, req)
-		if _, err := db.CreateJob(wctx, employer, company.ID, nj); err != nil {
-			b.Fatal(err)
-		}
-		if err := w.Commit(wctx, answer); err != nil {
+		err := db.KeyedWrite(ctx, req, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+			if _, err := st.CreateJob(ctx, employer, company.ID, nj); err != nil {
+				return nil, err
+			}
+			return &answer, nil
+		})
+		if err != nil {
 			b.Fatal(err)
 		}
 	}

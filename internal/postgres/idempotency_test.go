@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -19,27 +21,40 @@ func answer(fp, body string) jobboard.StoredResponse {
 		Header: map[string]string{"Location": "/v1/companies/1"}, Body: []byte(body)}
 }
 
-// The answer commits with the writes made in the keyed write's context, and
-// is found afterwards under its scope and key only.
-func TestIdempotentWriteCommitsAnswerWithWrites(t *testing.T) {
+// storeOnly is a keyed write's callback that writes nothing and answers a.
+func storeOnly(a jobboard.StoredResponse) func(jobboard.Writes) (*jobboard.StoredResponse, error) {
+	return func(jobboard.Writes) (*jobboard.StoredResponse, error) { return &a, nil }
+}
+
+// The answer commits with the writes made through the keyed write's store,
+// and is found afterwards under its scope and key only.
+func TestKeyedWriteCommitsAnswerWithWrites(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 	employer := mustUser(t, db, jobboard.RoleEmployer)
 
-	wctx, w := db.BeginIdempotent(ctx, keyed("user:1", "key-0000000000001", "fp"))
-	c, err := db.CreateCompany(wctx, employer, jobboard.NewCompany{Name: "Keyed"})
+	var (
+		c    jobboard.Company
+		kept jobboard.Writes
+	)
+	err := db.KeyedWrite(ctx, keyed("user:1", "key-0000000000001", "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		kept = st
+		var err error
+		if c, err = st.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "Keyed"}); err != nil {
+			return nil, err
+		}
+		// Not visible outside the transaction before the commit.
+		if n := count(t, db, "SELECT count(*) FROM companies WHERE id = $1", c.ID); n != 0 {
+			t.Errorf("company visible before commit")
+		}
+		if _, err := db.StoredResponse(ctx, "user:1", "key-0000000000001"); err == nil {
+			t.Error("answer visible before commit")
+		}
+		a := answer("fp", `{"id":1}`)
+		return &a, nil
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	// Not visible outside the transaction before the commit.
-	if n := count(t, db, "SELECT count(*) FROM companies WHERE id = $1", c.ID); n != 0 {
-		t.Fatalf("company visible before commit")
-	}
-	if _, err := db.StoredResponse(ctx, "user:1", "key-0000000000001"); err == nil {
-		t.Fatal("answer visible before commit")
-	}
-	if err := w.Commit(wctx, answer("fp", `{"id":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, db, "SELECT count(*) FROM companies WHERE id = $1", c.ID); n != 1 {
@@ -55,29 +70,36 @@ func TestIdempotentWriteCommitsAnswerWithWrites(t *testing.T) {
 	_, err = db.StoredResponse(ctx, "user:2", "key-0000000000001")
 	wantErr(t, err, jobboard.ErrNotFound)
 
-	// After the commit, the context writes on its own again.
-	if _, err := db.CreateCompany(wctx, employer, jobboard.NewCompany{Name: "After"}); err != nil {
-		t.Fatalf("write with an ended keyed context: %v", err)
+	// The keyed write's store, kept past its callback, writes nowhere.
+	if _, err := kept.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "After"}); err == nil {
+		t.Fatal("a write through an ended keyed write's store succeeded")
 	}
-	if n := count(t, db, "SELECT count(*) FROM companies"); n != 2 {
-		t.Fatalf("companies = %d, want 2", n)
+	if n := count(t, db, "SELECT count(*) FROM companies"); n != 1 {
+		t.Fatalf("companies = %d, want 1", n)
 	}
 }
 
-// A rollback leaves neither the writes nor an answer.
-func TestIdempotentWriteRollback(t *testing.T) {
+// A callback that answers nothing, or fails, leaves neither the writes nor
+// an answer; its error is KeyedWrite's.
+func TestKeyedWriteRollback(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	ctx := context.Background()
-	wctx, write := w.db.BeginIdempotent(ctx, keyed("user:1", "key-0000000000002", "fp"))
-	if _, err := w.db.CreateJob(wctx, w.employer, w.company.ID, newJob("Rolled back")); err != nil {
-		t.Fatal(err)
+	failed := errors.New("the handler failed")
+	for i, result := range []error{nil, failed} {
+		err := w.db.KeyedWrite(ctx, keyed("user:1", fmt.Sprintf("key-000000000000%d", i), "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+			if _, err := st.CreateJob(ctx, w.employer, w.company.ID, newJob("Rolled back")); err != nil {
+				return nil, err
+			}
+			if _, err := st.Apply(ctx, w.candidate, w.job.ID, jobboard.NewApplication{}); err != nil {
+				return nil, err
+			}
+			return nil, result
+		})
+		if !errors.Is(err, result) || (result == nil && err != nil) {
+			t.Fatalf("KeyedWrite = %v; want %v", err, result)
+		}
 	}
-	if _, err := w.db.Apply(wctx, w.candidate, w.job.ID, jobboard.NewApplication{}); err != nil {
-		t.Fatal(err)
-	}
-	write.Rollback(wctx)
-	write.Rollback(wctx) // twice is harmless
 	if n := count(t, w.db, "SELECT count(*) FROM jobs"); n != 1 {
 		t.Errorf("jobs = %d, want the world's 1", n)
 	}
@@ -87,60 +109,67 @@ func TestIdempotentWriteRollback(t *testing.T) {
 	if n := count(t, w.db, "SELECT count(*) FROM idempotency_keys"); n != 0 {
 		t.Errorf("stored answers = %d, want 0", n)
 	}
-	if err := write.Commit(wctx, answer("fp", "{}")); err == nil {
-		t.Error("Commit after Rollback succeeded")
-	}
 }
 
 // While one keyed write holds a key, a second one's first write fails at
 // once with ErrIdempotencyKeyInUse (it does not wait), and so does it after
 // the first has stored its answer. Another scope is not affected.
-func TestIdempotentWriteKeyInUse(t *testing.T) {
+func TestKeyedWriteKeyInUse(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 	employer := mustUser(t, db, jobboard.RoleEmployer)
+	unverified, err := db.CreateUser(ctx, jobboard.Registration{Email: "other@example.com", Name: "O", Role: jobboard.RoleCandidate}, "hash")
+	if err != nil {
+		t.Fatal(err)
+	}
 	req := keyed("user:1", "key-0000000000003", "fp")
 
-	actx, a := db.BeginIdempotent(ctx, req)
-	if _, err := db.CreateCompany(actx, employer, jobboard.NewCompany{Name: "A"}); err != nil {
+	err = db.KeyedWrite(ctx, req, func(a jobboard.Writes) (*jobboard.StoredResponse, error) {
+		if _, err := a.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "A"}); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		err := db.KeyedWrite(ctx, req, func(b jobboard.Writes) (*jobboard.StoredResponse, error) {
+			_, err := b.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "B"})
+			return nil, err
+		})
+		wantErr(t, err, jobboard.ErrIdempotencyKeyInUse)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("the second writer waited %v", d)
+		}
+		// (A verification request, not a company: A's company holds the
+		// listing version's row until A commits, and this test runs A and
+		// the other on one goroutine.)
+		err = db.KeyedWrite(ctx, keyed("user:2", "key-0000000000003", "fp"), func(o jobboard.Writes) (*jobboard.StoredResponse, error) {
+			if _, err := o.RequestVerification(ctx, unverified.ID, jobboard.DefaultVerificationPolicy, time.Now()); err != nil {
+				return nil, err
+			}
+			an := answer("fp", "{}")
+			return &an, nil
+		})
+		if err != nil {
+			t.Errorf("another scope with the same key: %v", err)
+		}
+		an := answer("fp", "{}")
+		return &an, nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	bctx, b := db.BeginIdempotent(ctx, req)
-	start := time.Now()
-	_, err := db.CreateCompany(bctx, employer, jobboard.NewCompany{Name: "B"})
+	err = db.KeyedWrite(ctx, req, func(c jobboard.Writes) (*jobboard.StoredResponse, error) {
+		_, err := c.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "C"})
+		return nil, err
+	})
 	wantErr(t, err, jobboard.ErrIdempotencyKeyInUse)
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("the second writer waited %v", d)
-	}
-	b.Rollback(bctx)
-
-	// (A user, not a company: A's company holds the listing version's row
-	// until A commits, and this test runs A and the other on one goroutine.)
-	other, o := db.BeginIdempotent(ctx, keyed("user:2", "key-0000000000003", "fp"))
-	if _, err := db.CreateUser(other, jobboard.Registration{Email: "other@example.com", Name: "O", Role: jobboard.RoleCandidate}, "hash"); err != nil {
-		t.Fatalf("another scope with the same key: %v", err)
-	}
-	if err := o.Commit(other, answer("fp", "{}")); err != nil {
-		t.Fatal(err)
-	}
-
-	if err := a.Commit(actx, answer("fp", "{}")); err != nil {
-		t.Fatal(err)
-	}
-	cctx, c := db.BeginIdempotent(ctx, req)
-	_, err = db.CreateCompany(cctx, employer, jobboard.NewCompany{Name: "C"})
-	wantErr(t, err, jobboard.ErrIdempotencyKeyInUse)
-	c.Rollback(cctx)
 	// A commit without writes finds the answer too.
-	dctx, d := db.BeginIdempotent(ctx, req)
-	wantErr(t, d.Commit(dctx, answer("fp", "{}")), jobboard.ErrIdempotencyKeyInUse)
+	wantErr(t, db.KeyedWrite(ctx, req, storeOnly(answer("fp", "{}"))), jobboard.ErrIdempotencyKeyInUse)
 
 	if n := count(t, db, "SELECT count(*) FROM companies"); n != 1 {
 		t.Errorf("companies = %d, want A's", n)
 	}
-	if n := count(t, db, "SELECT count(*) FROM users WHERE email = 'other@example.com'"); n != 1 {
-		t.Errorf("the other scope's user rows = %d, want 1", n)
+	if n := count(t, db, "SELECT count(*) FROM idempotency_keys"); n != 2 {
+		t.Errorf("stored answers = %d, want A's and the other scope's", n)
 	}
 }
 
@@ -151,8 +180,7 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 	for _, key := range []string{"key-old-000000001", "key-old-000000002", "key-new-000000001"} {
-		wctx, w := db.BeginIdempotent(ctx, keyed("anonymous", key, "fp"))
-		if err := w.Commit(wctx, answer("fp", key)); err != nil {
+		if err := db.KeyedWrite(ctx, keyed("anonymous", key, "fp"), storeOnly(answer("fp", key))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -163,8 +191,7 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 	wantErr(t, err, jobboard.ErrNotFound)
 
 	// An expired key may be used again before the sweeper got to it.
-	wctx, w := db.BeginIdempotent(ctx, keyed("anonymous", "key-old-000000002", "fp2"))
-	if err := w.Commit(wctx, answer("fp2", "again")); err != nil {
+	if err := db.KeyedWrite(ctx, keyed("anonymous", "key-old-000000002", "fp2"), storeOnly(answer("fp2", "again"))); err != nil {
 		t.Fatalf("reuse an expired key: %v", err)
 	}
 	got, err := db.StoredResponse(ctx, "anonymous", "key-old-000000002")
@@ -241,11 +268,13 @@ func TestJobListingVersion(t *testing.T) {
 		}
 	}
 	// A rolled-back change leaves it as it was.
-	wctx, write := w.db.BeginIdempotent(ctx, keyed("user:1", "key-0000000000009", "fp"))
-	if _, err := w.db.CreateJob(wctx, w.employer, w.company.ID, newJob("Never")); err != nil {
+	err := w.db.KeyedWrite(ctx, keyed("user:1", "key-0000000000009", "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		_, err := st.CreateJob(ctx, w.employer, w.company.ID, newJob("Never"))
+		return nil, err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	write.Rollback(wctx)
 	if v := version(); v != last {
 		t.Fatalf("rolled-back insert moved the version: %d → %d", last, v)
 	}
@@ -257,16 +286,19 @@ func TestUpdateJobMovesUpdatedAtForward(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	ctx := context.Background()
-	wctx, write := w.db.BeginIdempotent(ctx, keyed("user:1", "key-0000000000010", "fp"))
-	first, err := w.db.UpdateJob(wctx, w.employer, w.job.ID, jobboard.JobPatch{Title: ptr("One")})
+	var first, second jobboard.Job
+	err := w.db.KeyedWrite(ctx, keyed("user:1", "key-0000000000010", "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		var err error
+		if first, err = st.UpdateJob(ctx, w.employer, w.job.ID, jobboard.JobPatch{Title: ptr("One")}); err != nil {
+			return nil, err
+		}
+		if second, err = st.UpdateJob(ctx, w.employer, w.job.ID, jobboard.JobPatch{Title: ptr("Two")}); err != nil {
+			return nil, err
+		}
+		a := answer("fp", "{}")
+		return &a, nil
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := w.db.UpdateJob(wctx, w.employer, w.job.ID, jobboard.JobPatch{Title: ptr("Two")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := write.Commit(wctx, answer("fp", "{}")); err != nil {
 		t.Fatal(err)
 	}
 	if !first.UpdatedAt.After(w.job.UpdatedAt) || !second.UpdatedAt.After(first.UpdatedAt) {

@@ -69,7 +69,8 @@ RETURNING ` + jobColumns
 // CreateJob stores an open job of the company. Errors: jobboard.ErrNotFound
 // when the company does not exist or the actor is not its member,
 // jobboard.ErrSessionRevoked.
-func (db *DB) CreateJob(ctx context.Context, actor jobboard.Actor, companyID int64, nj jobboard.NewJob) (jobboard.Job, error) {
+func (w writes) CreateJob(ctx context.Context, actor jobboard.Actor, companyID int64, nj jobboard.NewJob) (jobboard.Job, error) {
+	db := w.scope
 	q, err := db.writer(ctx)
 	if err != nil {
 		return jobboard.Job{}, fmt.Errorf("create job in company %d: %w", companyID, err)
@@ -162,7 +163,8 @@ RETURNING ` + jobColumns
 // values (see jobboard.JobPatch.Validate). Errors: a
 // *jobboard.ValidationError when the patch is invalid (nothing is written
 // then), jobboard.ErrNotFound, jobboard.ErrSessionRevoked.
-func (db *DB) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
+func (w writes) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
+	db := w.scope
 	p.Normalize()
 	if err := p.Validate(); err != nil {
 		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, err)
@@ -530,9 +532,33 @@ func pageLimit(limit int) int {
 // not shift the pages. Errors: jobboard.ErrUnsearchable,
 // jobboard.ErrTimeout, and database errors.
 func (db *DB) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.JobFilter) (jobboard.JobListing, error) {
+	return db.searchJobs(ctx, actor, f, searchTuning{})
+}
+
+// searchTuning changes how SearchJobs goes about a search, for its tests;
+// the zero value is SearchJobs'.
+type searchTuning struct {
+	// walk, when not zero, replaces the stretch that text searches check
+	// one by one (see searchStretch), so that tests reach the text index
+	// part on a few jobs.
+	walk int
+	// trace, when set, is told every statement that reads jobs, and
+	// whether it runs in the pool's mode (fixedPlan, see searchPageSQL),
+	// so that tests can explain them.
+	trace func(sql string, args []any, fixedPlan bool)
+}
+
+func (t searchTuning) traced(sql string, args []any, fixedPlan bool) {
+	if t.trace != nil {
+		t.trace(sql, args, fixedPlan)
+	}
+}
+
+// searchJobs is SearchJobs, tuned.
+func (db *DB) searchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.JobFilter, tuning searchTuning) (jobboard.JobListing, error) {
 	limit := pageLimit(f.Limit)
 	// One row more than the page tells whether another page follows.
-	s := db.search(actor, f, limit+1)
+	s := db.search(actor, f, limit+1, tuning.walk)
 	var (
 		listing    jobboard.JobListing
 		found      []jobboard.Job
@@ -540,7 +566,7 @@ func (db *DB) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.
 		complete   = s.complete
 		err        error
 	)
-	db.traceSearch(s.page, s.args, s.fixedPlan)
+	tuning.traced(s.page, s.args, s.fixedPlan)
 	if s.fixedPlan {
 		found, err = db.searchFixed(ctx, s, &listing.Version, &searchable)
 	} else {
@@ -560,7 +586,7 @@ func (db *DB) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.
 			below = &found[len(found)-1].ID
 		}
 		sql, args := db.searchRest(actor, f, below, limit+1-len(found))
-		db.traceSearch(sql, args, s.fixedPlan)
+		tuning.traced(sql, args, s.fixedPlan)
 		if !s.fixedPlan { // planned with the values, as the first statement
 			args = append([]any{pgx.QueryExecModeExec}, args...)
 		}
@@ -611,12 +637,6 @@ func (db *DB) searchPlanned(ctx context.Context, s search, version *int64, searc
 		}
 	}
 	return found, err
-}
-
-func (db *DB) traceSearch(sql string, args []any, fixedPlan bool) {
-	if db.searchTrace != nil {
-		db.searchTrace(sql, args, fixedPlan)
-	}
 }
 
 // scanListedJob reads a row of searchPageSQL: the columns beside the page
@@ -715,10 +735,10 @@ func conditions(b *searchBuilder, actor *jobboard.Actor, f jobboard.JobFilter, r
 // rows: without filters searchListingSQL, searchWindowSQL or
 // searchIndexSQL, after searchHeaderSQL; with filters searchPageSQL
 // around searchListingSQL or searchWalkSQL.
-func (db *DB) search(actor *jobboard.Actor, f jobboard.JobFilter, rows int) search {
+func (db *DB) search(actor *jobboard.Actor, f jobboard.JobFilter, rows, walk int) search {
 	q := strings.TrimSpace(f.Query)
 	if filtered(f) {
-		return db.searchWithFilters(actor, f, q, rows)
+		return db.searchWithFilters(actor, f, q, rows, walk)
 	}
 	s := search{fixedPlan: true, text: q != "", header: fmt.Sprintf(searchHeaderSQL, "true")}
 	if q != "" {
@@ -730,7 +750,7 @@ func (db *DB) search(actor *jobboard.Actor, f jobboard.JobFilter, rows int) sear
 		s.page, s.args = fmt.Sprintf(searchListingSQL, strings.Join(b.where, "\n  AND "), rows), b.args
 		return s
 	}
-	window := db.searchWalk
+	window := walk
 	if window == 0 {
 		if searchIndexFirst(q, rows) {
 			s.page, s.args = db.searchRest(actor, f, nil, rows)
@@ -757,7 +777,7 @@ func (db *DB) search(actor *jobboard.Actor, f jobboard.JobFilter, rows int) sear
 
 // searchWithFilters returns searchPageSQL around the page of a search
 // with filters: searchListingSQL without words, searchWalkSQL with them.
-func (db *DB) searchWithFilters(actor *jobboard.Actor, f jobboard.JobFilter, q string, rows int) search {
+func (db *DB) searchWithFilters(actor *jobboard.Actor, f jobboard.JobFilter, q string, rows, walk int) search {
 	var b searchBuilder
 	if q == "" {
 		conditions(&b, actor, f, false)
@@ -766,7 +786,6 @@ func (db *DB) searchWithFilters(actor *jobboard.Actor, f jobboard.JobFilter, q s
 	}
 	text := b.fragment(searchQuery, q)
 	conditions(&b, actor, f, false)
-	walk := db.searchWalk
 	if walk == 0 {
 		walk = searchStretch(q, searchWalkPerRow, rows)
 	}

@@ -106,9 +106,14 @@ func everyMode(t *testing.T, db *pgtest.DB) []storeMode {
 	return stores
 }
 
+// jobSearcher is what walk pages through: a DB, or a TunedSearch of one.
+type jobSearcher interface {
+	SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.JobFilter) (jobboard.JobListing, error)
+}
+
 // walk follows the cursors from the first page to the last and returns every
 // id seen, checking each page on the way. between runs after every page.
-func walk(t *testing.T, db *pgtest.DB, actor *jobboard.Actor, f jobboard.JobFilter, between func()) []int64 {
+func walk(t *testing.T, db jobSearcher, actor *jobboard.Actor, f jobboard.JobFilter, between func()) []int64 {
 	t.Helper()
 	var ids []int64
 	for pages := 0; ; pages++ {
@@ -227,10 +232,9 @@ func TestSearchJobsFilters(t *testing.T) {
 			for _, searchWalk := range []int{0, 1, 3} {
 				for _, limit := range []int{1, 4, 100} {
 					t.Run(fmt.Sprintf("%s/%s/walk %d/limit %d", c.name, store.mode, searchWalk, limit), func(t *testing.T) {
-						postgres.SetSearchWalk(store.db.DB, searchWalk)
 						f := c.f
 						f.Limit = limit
-						got := walk(t, store.db, c.actor, f, nil)
+						got := walk(t, postgres.TunedSearch{DB: store.db.DB, Walk: searchWalk}, c.actor, f, nil)
 						if diff := cmp.Diff(want, got); diff != "" {
 							t.Errorf("ids (-want +got):\n%s", diff)
 						}
@@ -353,9 +357,8 @@ func TestSearchJobsManyWordsAskTheIndexAtOnce(t *testing.T) {
 	bd := newBoard(t)
 	statements := func(q string) (int, jobboard.JobListing) {
 		n := 0
-		postgres.TraceSearch(bd.db.DB, func(string, []any, bool) { n++ })
-		defer postgres.TraceSearch(bd.db.DB, nil)
-		page, err := bd.db.SearchJobs(context.Background(), nil, jobboard.JobFilter{Query: q, Limit: 5})
+		traced := postgres.TunedSearch{DB: bd.db.DB, Trace: func(string, []any, bool) { n++ }}
+		page, err := traced.SearchJobs(context.Background(), nil, jobboard.JobFilter{Query: q, Limit: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -406,9 +409,8 @@ func rowsRead(t *testing.T, db *pgtest.DB, f jobboard.JobFilter) (read, generic 
 		fixed bool
 	}
 	var ran []statement
-	postgres.TraceSearch(db.DB, func(sql string, args []any, fixed bool) { ran = append(ran, statement{sql, args, fixed}) })
-	page, err := db.SearchJobs(context.Background(), nil, f)
-	postgres.TraceSearch(db.DB, nil)
+	traced := postgres.TunedSearch{DB: db.DB, Trace: func(sql string, args []any, fixed bool) { ran = append(ran, statement{sql, args, fixed}) }}
+	page, err := traced.SearchJobs(context.Background(), nil, f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,22 +36,6 @@ INSERT INTO users AS u (email, password_hash, name, role)
 VALUES (lower($1), $2, $3, $4)
 RETURNING ` + userColumns
 
-// CreateUser stores a new, unverified user with the given password hash,
-// and queues no verification email: it is for tests and tools; the API
-// registers through Register. The email is stored lower-cased. Errors:
-// jobboard.ErrEmailTaken when a user with that email (in any case) exists.
-func (db *DB) CreateUser(ctx context.Context, r jobboard.Registration, passwordHash string) (jobboard.User, error) {
-	q, err := db.writer(ctx)
-	if err != nil {
-		return jobboard.User{}, fmt.Errorf("create user: %w", err)
-	}
-	u, err := createUser(ctx, q, r, passwordHash)
-	if err != nil {
-		return jobboard.User{}, fmt.Errorf("create user: %w", timeout(ctx, err))
-	}
-	return u, nil
-}
-
 func createUser(ctx context.Context, q querier, r jobboard.Registration, passwordHash string) (jobboard.User, error) {
 	rows, _ := q.Query(ctx, createUserSQL, r.Email, passwordHash, r.Name, r.Role)
 	u, err := pgx.CollectExactlyOneRow(rows, scanUser)

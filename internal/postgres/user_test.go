@@ -5,26 +5,34 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
+
+// registerUser is the store's Register with the default policy: how a user is
+// created through the store.
+func registerUser(db *pgtest.DB, r jobboard.Registration, passwordHash string) (jobboard.User, error) {
+	u, _, err := db.Register(context.Background(), r, passwordHash, jobboard.DefaultVerificationPolicy, time.Now())
+	return u, err
+}
 
 func TestUsers(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 
-	u, err := db.CreateUser(ctx, jobboard.Registration{Email: "Ada@Example.COM", Name: "Ada", Role: jobboard.RoleCandidate}, "argon-hash")
+	u, err := registerUser(db, jobboard.Registration{Email: "Ada@Example.COM", Name: "Ada", Role: jobboard.RoleCandidate}, "argon-hash")
 	if err != nil {
-		t.Fatalf("CreateUser: %v", err)
+		t.Fatalf("Register: %v", err)
 	}
 	if u.ID == 0 || u.Email != "ada@example.com" || u.Name != "Ada" || u.Role != jobboard.RoleCandidate || u.CreatedAt.IsZero() {
-		t.Errorf("CreateUser = %+v", u)
+		t.Errorf("Register = %+v", u)
 	}
 
 	t.Run("email taken in any case", func(t *testing.T) {
-		_, err := db.CreateUser(ctx, jobboard.Registration{Email: "ADA@example.com", Name: "Other", Role: jobboard.RoleEmployer}, "h")
+		_, err := registerUser(db, jobboard.Registration{Email: "ADA@example.com", Name: "Other", Role: jobboard.RoleEmployer}, "h")
 		wantErr(t, err, jobboard.ErrEmailTaken)
 		if n := count(t, db, "SELECT count(*) FROM users"); n != 1 {
 			t.Errorf("users = %d, want 1", n)
@@ -53,7 +61,7 @@ func TestUsers(t *testing.T) {
 		wantErr(t, err, jobboard.ErrNotFound)
 	})
 	t.Run("a role the schema refuses is not mistaken for a taken email", func(t *testing.T) {
-		_, err := db.CreateUser(ctx, jobboard.Registration{Email: "x@example.com", Name: "X", Role: "admin"}, "h")
+		_, err := registerUser(db, jobboard.Registration{Email: "x@example.com", Name: "X", Role: "admin"}, "h")
 		if err == nil || errors.Is(err, jobboard.ErrEmailTaken) {
 			t.Fatalf("err = %v, want a check violation", err)
 		}
@@ -62,14 +70,14 @@ func TestUsers(t *testing.T) {
 
 // Two registrations racing for one address: the unique index lets exactly
 // one win.
-func TestCreateUserRace(t *testing.T) {
+func TestRegisterRace(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	const n = 8
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
-			_, err := db.CreateUser(context.Background(), jobboard.Registration{
+			_, err := registerUser(db, jobboard.Registration{
 				Email: "race@example.com", Name: "R", Role: jobboard.RoleCandidate}, fmt.Sprint(i))
 			errs <- err
 		}()

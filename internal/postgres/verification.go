@@ -63,7 +63,8 @@ const bounceSuppressed = `EXISTS (SELECT 1 FROM email_suppressions s WHERE s.ema
 // RequestVerification queues another verification email for the user
 // (see jobboard.UserStore). Errors: jobboard.ErrNotFound,
 // jobboard.ErrAlreadyVerified, a *jobboard.VerificationThrottledError.
-func (db *DB) RequestVerification(ctx context.Context, userID int64, p jobboard.VerificationPolicy, now time.Time) (jobboard.Event, error) {
+func (w writes) RequestVerification(ctx context.Context, userID int64, p jobboard.VerificationPolicy, now time.Time) (jobboard.Event, error) {
+	db := w.scope
 	var ev jobboard.Event
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		var (
@@ -180,7 +181,8 @@ SELECT used_at IS NOT NULL, expires_at <= $2 FROM email_verification_tokens WHER
 // and uses the token up (see jobboard.UserStore). Errors:
 // jobboard.ErrVerificationTokenInvalid, jobboard.ErrVerificationTokenUsed,
 // jobboard.ErrVerificationTokenExpired.
-func (db *DB) VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time) (jobboard.User, error) {
+func (w writes) VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time) (jobboard.User, error) {
+	db := w.scope
 	q, err := db.writer(ctx)
 	if err != nil {
 		return jobboard.User{}, fmt.Errorf("verify email: %w", err)

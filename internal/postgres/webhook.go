@@ -64,7 +64,8 @@ RETURNING ` + endpointColumns
 // CreateWebhookEndpoint stores an endpoint of the company with its sealed
 // secret (see jobboard.WebhookStore). Errors: jobboard.ErrNotFound,
 // jobboard.ErrTooManyWebhookEndpoints, jobboard.ErrSessionRevoked.
-func (db *DB) CreateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID int64, n jobboard.NewWebhookEndpoint, sealedSecret []byte) (jobboard.WebhookEndpoint, error) {
+func (w writes) CreateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID int64, n jobboard.NewWebhookEndpoint, sealedSecret []byte) (jobboard.WebhookEndpoint, error) {
+	db := w.scope
 	enabled := n.Enabled == nil || *n.Enabled
 	var e jobboard.WebhookEndpoint
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
@@ -170,7 +171,8 @@ RETURNING ` + endpointColumns
 
 // UpdateWebhookEndpoint applies a patch to an endpoint of the company.
 // Errors: jobboard.ErrNotFound, jobboard.ErrSessionRevoked.
-func (db *DB) UpdateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, id int64, p jobboard.WebhookEndpointPatch) (jobboard.WebhookEndpoint, error) {
+func (w writes) UpdateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, id int64, p jobboard.WebhookEndpointPatch) (jobboard.WebhookEndpoint, error) {
+	db := w.scope
 	q, err := db.writer(ctx)
 	if err != nil {
 		return jobboard.WebhookEndpoint{}, fmt.Errorf("update webhook endpoint %d: %w", id, err)
@@ -223,7 +225,8 @@ RETURNING ` + endpointColumns
 // RotateWebhookSecret replaces the endpoint's signing secret; the one it
 // replaces keeps signing for overlap. Errors: jobboard.ErrNotFound,
 // jobboard.ErrSessionRevoked.
-func (db *DB) RotateWebhookSecret(ctx context.Context, actor jobboard.Actor, companyID, id int64, sealedSecret []byte, overlap time.Duration) (jobboard.WebhookEndpoint, error) {
+func (w writes) RotateWebhookSecret(ctx context.Context, actor jobboard.Actor, companyID, id int64, sealedSecret []byte, overlap time.Duration) (jobboard.WebhookEndpoint, error) {
+	db := w.scope
 	q, err := db.writer(ctx)
 	if err != nil {
 		return jobboard.WebhookEndpoint{}, fmt.Errorf("rotate secret of webhook endpoint %d: %w", id, err)
@@ -366,9 +369,10 @@ WHERE d.id = $4 AND d.endpoint_id = $3 AND e.company_id = $1 AND ` + webhookMemb
 // id, whatever its state, and notes its outbox row for the relay. Errors:
 // jobboard.ErrNotFound, jobboard.ErrWebhookEndpointDisabled,
 // jobboard.ErrSessionRevoked.
-func (db *DB) ReplayWebhookDelivery(ctx context.Context, actor jobboard.Actor, companyID, endpointID, deliveryID int64) (jobboard.WebhookDelivery, error) {
+func (w writes) ReplayWebhookDelivery(ctx context.Context, actor jobboard.Actor, companyID, endpointID, deliveryID int64) (jobboard.WebhookDelivery, error) {
+	db := w.scope
 	args := []any{companyID, actor.UserID, endpointID, deliveryID, actor.PasswordChangedAt}
-	d, err := db.dispatch(ctx, actor, replayDeliverySQL, deliveryTargetSQL, args)
+	d, err := dispatch(ctx, db, actor, replayDeliverySQL, deliveryTargetSQL, args)
 	if err != nil {
 		return jobboard.WebhookDelivery{}, fmt.Errorf("replay webhook delivery %d: %w", deliveryID, err)
 	}
@@ -406,8 +410,9 @@ WHERE e.id = $3 AND e.company_id = $1 AND ` + webhookMember("$4")
 // endpoint and notes its outbox row for the relay. Errors:
 // jobboard.ErrNotFound, jobboard.ErrWebhookEndpointDisabled,
 // jobboard.ErrSessionRevoked.
-func (db *DB) PingWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, endpointID int64) (jobboard.WebhookDelivery, error) {
-	d, err := db.dispatch(ctx, actor, pingSQL, pingTargetSQL, []any{companyID, actor.UserID, endpointID, actor.PasswordChangedAt})
+func (w writes) PingWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, endpointID int64) (jobboard.WebhookDelivery, error) {
+	db := w.scope
+	d, err := dispatch(ctx, db, actor, pingSQL, pingTargetSQL, []any{companyID, actor.UserID, endpointID, actor.PasswordChangedAt})
 	if err != nil {
 		return jobboard.WebhookDelivery{}, fmt.Errorf("ping webhook endpoint %d: %w", endpointID, err)
 	}
@@ -419,7 +424,7 @@ func (db *DB) PingWebhookEndpoint(ctx context.Context, actor jobboard.Actor, com
 // nothing visible (ErrNotFound, or the actor's session has ended) or a
 // disabled endpoint. The delivery's outbox row is noted for the relay once
 // written.
-func (db *DB) dispatch(ctx context.Context, actor jobboard.Actor, sql, target string, args []any) (jobboard.WebhookDelivery, error) {
+func dispatch(ctx context.Context, db writeScope, actor jobboard.Actor, sql, target string, args []any) (jobboard.WebhookDelivery, error) {
 	q, err := db.writer(ctx)
 	if err != nil {
 		return jobboard.WebhookDelivery{}, err

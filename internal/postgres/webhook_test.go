@@ -214,11 +214,13 @@ func TestWebhookEventsRollBackWithTheChange(t *testing.T) {
 		t.Fatalf("stale change: %v", err)
 	}
 	// A keyed write rolled back takes its webhook rows along.
-	wctx, write := w.db.BeginIdempotent(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: "k-0123456789abcdef", Fingerprint: []byte("f")})
-	if _, _, err := w.db.ChangeStatus(wctx, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing}); err != nil {
+	err = w.db.KeyedWrite(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: "k-0123456789abcdef", Fingerprint: []byte("f")}, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		_, _, err := st.ChangeStatus(ctx, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
+		return nil, err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	write.Rollback(wctx)
 	if e, d, o := webhookRows(t, w); e != 1 || d != 1 || o != 1 {
 		t.Errorf("%d events, %d deliveries, %d outbox rows; want only the application's 1, 1, 1", e, d, o)
 	}

@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/jobboard/jobboard/internal/dev/localaws"
+	"github.com/jobboard/jobboard/internal/dev/syncio"
 	"github.com/jobboard/jobboard/internal/function/eventsource"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/outbox"
@@ -72,7 +71,7 @@ func newPipeline(t *testing.T, adjust ...func(*webhook.Config)) *pipeline {
 		Redelivery:     queue.NewRedeliverer(p.queue.Client, p.queue.URL),
 		BackoffBase:    time.Second,
 		BackoffMax:     time.Second,
-		Logger:         slog.New(slog.NewJSONHandler(&syncWriter{w: p.logs}, nil)),
+		Logger:         slog.New(slog.NewJSONHandler(syncio.NewWriter(p.logs), nil)),
 	}
 	for _, f := range adjust {
 		f(&cfg)
@@ -94,17 +93,6 @@ func newPipeline(t *testing.T, adjust ...func(*webhook.Config)) *pipeline {
 		t.Fatal(err)
 	}
 	return p
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
 }
 
 // endpoint creates an endpoint for url with a fresh secret, sealed as the

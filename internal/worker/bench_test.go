@@ -345,11 +345,11 @@ func benchBatch(b testing.TB, appID int64, n int) events.SQSEvent {
 func benchApplication(b *testing.B, db *postgres.DB, pool *pgxpool.Pool, n int) int64 {
 	b.Helper()
 	ctx := context.Background()
-	emp, err := db.CreateUser(ctx, jobboard.Registration{Email: fmt.Sprintf("boss%d@example.com", n), Name: "Boss", Role: jobboard.RoleEmployer}, "x")
+	emp, err := pgtest.CreateUser(ctx, pool, jobboard.Registration{Email: fmt.Sprintf("boss%d@example.com", n), Name: "Boss", Role: jobboard.RoleEmployer}, "x")
 	if err != nil {
 		b.Fatal(err)
 	}
-	cand, err := db.CreateUser(ctx, jobboard.Registration{Email: fmt.Sprintf("sam%d@example.com", n), Name: "Sam", Role: jobboard.RoleCandidate}, "x")
+	cand, err := pgtest.CreateUser(ctx, pool, jobboard.Registration{Email: fmt.Sprintf("sam%d@example.com", n), Name: "Sam", Role: jobboard.RoleCandidate}, "x")
 	if err != nil {
 		b.Fatal(err)
 	}

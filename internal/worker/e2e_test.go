@@ -84,7 +84,7 @@ func register(t *testing.T, base string, role jobboard.Role, email string) clien
 func newPipelineAPI(t *testing.T, e *workertest.Env) *httptest.Server {
 	t.Helper()
 	api := httptest.NewServer(httpapi.NewServer(httpapi.Config{
-		Users: e.DB, Companies: e.DB, Jobs: e.DB, Applications: e.DB,
+		Writes: e.DB, Users: e.DB, Companies: e.DB, Jobs: e.DB, Applications: e.DB,
 		Relay:    outbox.NewRelay(e.Publisher(), e.DB),
 		TokenKey: []byte("0123456789abcdef0123456789abcdef"),
 		Password: httpapi.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1},

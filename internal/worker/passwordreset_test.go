@@ -18,6 +18,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/mail"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 	"github.com/jobboard/jobboard/internal/worker/workertest"
 )
 
@@ -36,7 +37,7 @@ func resetRequest(t *testing.T, e *workertest.Env, withAccount bool) (string, jo
 	var u jobboard.User
 	if withAccount {
 		var err error
-		if u, err = e.DB.CreateUser(ctx, jobboard.Registration{Email: email, Name: squatterName, Role: jobboard.RoleCandidate}, "hash"); err != nil {
+		if u, err = pgtest.CreateUser(ctx, e.Pool, jobboard.Registration{Email: email, Name: squatterName, Role: jobboard.RoleCandidate}, "hash"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/mail"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 	"github.com/jobboard/jobboard/internal/worker"
 	"github.com/jobboard/jobboard/internal/worker/workertest"
 )
@@ -29,7 +30,7 @@ func newAccount(t *testing.T, e *workertest.Env) (jobboard.User, jobboard.Event)
 	t.Helper()
 	ctx := context.Background()
 	tag := strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
-	u, err := e.DB.CreateUser(ctx, jobboard.Registration{
+	u, err := pgtest.CreateUser(ctx, e.Pool, jobboard.Registration{
 		Email: "new-" + tag + "@example.com", Name: "Anyone", Role: jobboard.RoleCandidate}, "hash")
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func TestWebhookDisabledNoticeReachesEveryMember(t *testing.T) {
 	tag := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	var members []jobboard.User
 	for i := range 2 {
-		u, err := e.DB.CreateUser(ctx, jobboard.Registration{Email: "member" + strconv.Itoa(i) + "-" + tag + "@example.com",
+		u, err := pgtest.CreateUser(ctx, e.Pool, jobboard.Registration{Email: "member" + strconv.Itoa(i) + "-" + tag + "@example.com",
 			Name: "Evil <b>Name</b> https://phish.example", Role: jobboard.RoleEmployer}, "h")
 		if err != nil {
 			t.Fatal(err)

@@ -14,19 +14,8 @@ import (
 
 	"github.com/jobboard/jobboard/internal/dev/faultproxy"
 	"github.com/jobboard/jobboard/internal/dev/localaws"
+	"github.com/jobboard/jobboard/internal/dev/syncio"
 )
-
-// syncWriter serialises the progress lines of several goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
 
 // Run performs one chaos run and returns its report; the run passed when
 // the report's Failures is empty. Everything it starts is stopped and its
@@ -44,7 +33,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if out == nil {
 		out = io.Discard
 	}
-	out = &syncWriter{w: out}
+	out = syncio.NewWriter(out)
 	logf := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x6a6f62626f617264))
 	logf("chaos (%s): seed %d", cfg.Name, cfg.Seed)

@@ -15,9 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/jobboard/jobboard/internal/dev/apiclient"
-	"github.com/jobboard/jobboard/internal/dev/devstack"
 	"github.com/jobboard/jobboard/internal/dev/faultproxy"
 	"github.com/jobboard/jobboard/internal/dev/localaws"
+	"github.com/jobboard/jobboard/internal/dev/localhost"
 )
 
 // mailFrom is the sender of the run's emails.
@@ -54,7 +54,7 @@ type stack struct {
 
 // buildBinaries compiles the three functions for this machine into dir.
 func buildBinaries(ctx context.Context, dir string) error {
-	root, err := moduleRoot()
+	root, err := localhost.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -65,22 +65,6 @@ func buildBinaries(ctx context.Context, dir string) error {
 		return fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return nil
-}
-
-// moduleRoot is the folder of the go.mod above the working directory.
-func moduleRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find module root: %w", err)
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("find module root: no go.mod above %s", wd)
-		}
-	}
 }
 
 // startServices starts the database, the stand-ins, the proxies and the
@@ -150,7 +134,7 @@ func startProcesses(ctx context.Context, cfg Config, binDir, logDir string, st *
 
 	jwtSecret := make([]byte, 32)
 	_, _ = rand.Read(jwtSecret) // never fails (crypto/rand)
-	ports, err := devstack.FreePorts(ctx, cfg.APIs)
+	ports, err := localhost.FreePorts(ctx, cfg.APIs)
 	if err != nil {
 		return err
 	}

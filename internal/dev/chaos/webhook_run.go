@@ -17,8 +17,9 @@ import (
 	"time"
 
 	"github.com/jobboard/jobboard/internal/dev/apiclient"
-	"github.com/jobboard/jobboard/internal/dev/devstack"
 	"github.com/jobboard/jobboard/internal/dev/localaws"
+	"github.com/jobboard/jobboard/internal/dev/localhost"
+	"github.com/jobboard/jobboard/internal/dev/syncio"
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
@@ -203,7 +204,7 @@ func RunWebhooks(ctx context.Context, cfg WebhookConfig) (rep *WebhookReport, er
 	if out == nil {
 		out = io.Discard
 	}
-	out = &syncWriter{w: out}
+	out = syncio.NewWriter(out)
 	r := &webhookRun{cfg: cfg, rep: rep, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x77656268)), log: &receiptLog{}, faults: map[string]int{},
 		logf: func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }}
 	r.logf("webhook chaos (%s): seed %d", cfg.Name, cfg.Seed)
@@ -273,7 +274,7 @@ func RunWebhooks(ctx context.Context, cfg WebhookConfig) (rep *WebhookReport, er
 // delivery functions.
 func (r *webhookRun) startProcesses(ctx context.Context, binDir, logDir string) error {
 	cfg, st := r.cfg, r.st
-	ports, err := devstack.FreePorts(ctx, cfg.Receivers+1)
+	ports, err := localhost.FreePorts(ctx, cfg.Receivers+1)
 	if err != nil {
 		return err
 	}

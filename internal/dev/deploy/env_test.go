@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/awsenv"
 	"github.com/jobboard/jobboard/internal/function"
+	fndatabase "github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
@@ -110,7 +111,17 @@ var packageReads = map[string]map[string][]string{
 	"github.com/jobboard/jobboard/internal/function": {
 		"Load": append([]string{function.EnvLambdaRuntimeAPI, function.EnvLogLevel, function.EnvFunctionVersion}, awsenvReads...),
 	},
+	// LoadSettings also reads the variable its second argument names (see
+	// envReads).
+	"github.com/jobboard/jobboard/internal/function/database": {
+		"LoadSettings": {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, fndatabase.EnvQueryExecMode},
+		"Find":         databaseReads,
+		"Open":         databaseReads,
+	},
 }
+
+// databaseReads are the variables secret.Database reads.
+var databaseReads = []string{secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert}
 
 // envReads parses the non-test Go files of the package in dir and returns
 // the names of the environment variables it reads: string constants passed
@@ -213,6 +224,11 @@ func envReads(dir string) (reads map[string]bool, problems []string, err error) 
 			case packageReads[pkg] != nil:
 				for _, v := range packageReads[pkg][fn] {
 					reads[v] = true
+				}
+				if strings.HasSuffix(pkg, "/function/database") && fn == "LoadSettings" && len(call.Args) == 2 {
+					if s, ok := stringLit(call.Args[1]); ok && s != "" {
+						reads[s] = true
+					}
 				}
 				return true
 			}

@@ -70,20 +70,12 @@ func sqsAttributesMD5(attrs map[string]events.SQSMessageAttribute) string {
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-// statusEvent decodes an SQS body as the worker must, once its
-// {{occurred_at}} placeholder is filled: a well-formed body has a type, a
-// UUID event_id, an occurrence time and valid statuses.
+// statusEvent decodes an SQS body as the worker does (jobboard.DecodeEvent),
+// once its {{occurred_at}} placeholder is filled, and tells whether it is a
+// well-formed status event.
 func statusEvent(body string) (jobboard.Event, bool) {
-	var ev jobboard.Event
-	body = strings.ReplaceAll(body, "{{occurred_at}}", "2026-12-02T10:00:00Z")
-	dec := json.NewDecoder(strings.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ev); err != nil {
-		return ev, false
-	}
-	ok := ev.Type == jobboard.EventTypeStatusChanged && uuidPattern.MatchString(ev.EventID) &&
-		ev.ApplicationID > 0 && ev.OldStatus.Valid() && ev.NewStatus.Valid() && !ev.OccurredAt.IsZero()
-	return ev, ok
+	ev, err := jobboard.DecodeEvent([]byte(strings.ReplaceAll(body, "{{occurred_at}}", "2026-12-02T10:00:00Z")))
+	return ev, err == nil && ev.Type == jobboard.EventTypeStatusChanged
 }
 
 // loadSQSEvent reads events/NAME and checks that each record looks exactly

@@ -18,7 +18,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/dev/devstack"
 	"github.com/jobboard/jobboard/internal/dev/localaws"
+	"github.com/jobboard/jobboard/internal/dev/syncio"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
@@ -95,25 +95,8 @@ type emulator struct {
 	name     string
 	invokeAt string
 	cmd      *exec.Cmd
-	output   *syncBuffer
+	output   *syncio.Buffer
 	exited   chan struct{}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startEmulator starts rie with bootstrap and env (and nothing else of this
@@ -148,7 +131,7 @@ func launchEmulator(t testing.TB, rie, name, bootstrap string, env map[string]st
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &emulator{t: t, name: name, invokeAt: addrs[0], output: &syncBuffer{}, exited: make(chan struct{})}
+	e := &emulator{t: t, name: name, invokeAt: addrs[0], output: &syncio.Buffer{}, exited: make(chan struct{})}
 	e.cmd = exec.Command(rie,
 		"--runtime-interface-emulator-address", e.invokeAt,
 		"--runtime-api-address", addrs[1],

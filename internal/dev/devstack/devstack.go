@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/dev/apiclient"
 	"github.com/jobboard/jobboard/internal/dev/localaws"
+	"github.com/jobboard/jobboard/internal/dev/localhost"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
 )
 
@@ -181,7 +181,7 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 
 	apiPort := cfg.APIPort
 	if apiPort == 0 {
-		ports, err := FreePorts(ctx, 1)
+		ports, err := localhost.FreePorts(ctx, 1)
 		if err != nil {
 			return err
 		}
@@ -278,23 +278,6 @@ func createLogFile(path string) (*os.File, error) {
 		return nil, fmt.Errorf("create the log file: %w", err)
 	}
 	return f, nil
-}
-
-// FreePorts asks the kernel for n different free loopback ports. It holds
-// each until it has them all: a port let go at once may be the kernel's
-// next answer too, and two servers told the same port collide. It returns
-// the error of a listen that failed.
-func FreePorts(ctx context.Context, n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // randomSecret is the local stack's JWT key: new on every start, so tokens

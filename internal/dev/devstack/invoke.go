@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jobboard/jobboard/internal/dev/apiclient"
+	"github.com/jobboard/jobboard/internal/dev/localhost"
 )
 
 // placeholder is a {{name}} in a sample event.
@@ -192,9 +193,9 @@ func postUntilListening(ctx context.Context, url string, body []byte, exited <-c
 }
 
 // FreeAddrs returns n different loopback addresses with ports nobody
-// listens on (see FreePorts), or the error of a listen that failed.
+// listens on (see localhost.FreePorts), or the error of a listen that failed.
 func FreeAddrs(ctx context.Context, n int) ([]string, error) {
-	ports, err := FreePorts(ctx, n)
+	ports, err := localhost.FreePorts(ctx, n)
 	if err != nil {
 		return nil, err
 	}

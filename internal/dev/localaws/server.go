@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/jobboard/jobboard/internal/dev/localhost"
 )
 
 // StartTimeout bounds how long a stand-in may take to start and answer its
@@ -205,20 +207,9 @@ func (s *Server) stderrTail() string {
 // that contains the working directory (found by walking up to go.mod).
 // Errors: ErrNotInstalled when its node_modules lacks the packages.
 func Dir() (string, error) {
-	wd, err := os.Getwd()
+	root, err := localhost.ModuleRoot()
 	if err != nil {
-		return "", fmt.Errorf("find module root: %w", err)
-	}
-	root := wd
-	for {
-		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(root)
-		if parent == root {
-			return "", fmt.Errorf("find module root: no go.mod above %s", wd)
-		}
-		root = parent
+		return "", err
 	}
 	dir := filepath.Join(root, ".ci", "localaws")
 	for _, p := range []string{"launch.mjs", "node_modules/fauxqs/package.json", "node_modules/aws-ses-v2-local/package.json"} {

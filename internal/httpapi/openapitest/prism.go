@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jobboard/jobboard/internal/dev/localhost"
 )
 
 // Prism (Stoplight's, pinned in .ci/openapi) is the second, independent
@@ -73,7 +75,7 @@ var (
 // (make lint installs it) or did not start.
 func sharedPrism() (*prismProxy, error) {
 	prismOnce.Do(func() {
-		root, err := moduleRoot()
+		root, err := localhost.ModuleRoot()
 		if err != nil {
 			prismErr = err
 			return
@@ -83,26 +85,10 @@ func sharedPrism() (*prismProxy, error) {
 	return prism, prismErr
 }
 
-// moduleRoot is the folder of the go.mod above the working directory.
-func moduleRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find module root: %w", err)
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("find module root: no go.mod above %s", wd)
-		}
-	}
-}
-
 // startPrism starts Prism in front of a new replay server, validating
 // against the OpenAPI document at the path document.
 func startPrism(document string) (*prismProxy, error) {
-	root, err := moduleRoot()
+	root, err := localhost.ModuleRoot()
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jobboard/jobboard/internal/dev/localhost"
 )
 
 // NewPasswordServer starts a throwaway PostgreSQL cluster that checks
@@ -63,7 +64,11 @@ func NewPasswordServer(tb testing.TB) string {
 	}
 	data := filepath.Join(dir, "data")
 	run("initdb", "-D", data, "-U", "postgres", "--auth=scram-sha-256", "--pwfile="+pwfile, "--no-sync")
-	port := freePort(tb)
+	ports, err := localhost.FreePorts(ctx, 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port := ports[0]
 	run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-o",
 		fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -c unix_socket_directories=%s -c fsync=off", port, dir), "start")
 	tb.Cleanup(func() {
@@ -103,15 +108,4 @@ func postgresBindir(tb testing.TB) string {
 	}
 	tb.Fatal("no PostgreSQL binaries (initdb) found: install PostgreSQL")
 	return ""
-}
-
-// freePort returns a loopback TCP port nobody listens on.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

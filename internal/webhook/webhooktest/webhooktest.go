@@ -27,6 +27,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jobboard/jobboard/internal/dev/localhost"
 )
 
 // Verify checks a delivery as a receiver does: the headers are there, the
@@ -127,20 +129,11 @@ func startVerifier() (*Verifier, error) {
 
 // ciDir is .ci/webhooks of the module that holds the working directory.
 func ciDir() (string, error) {
-	dir, err := os.Getwd()
+	root, err := localhost.ModuleRoot()
 	if err != nil {
 		return "", err
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, ".ci", "webhooks"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
+	return filepath.Join(root, ".ci", "webhooks"), nil
 }
 
 // Verify asks the npm library whether the delivery verifies under secret.

@@ -9,9 +9,7 @@
 package workertest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -28,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/dev/localaws"
+	"github.com/jobboard/jobboard/internal/dev/syncio"
 	"github.com/jobboard/jobboard/internal/function/eventsource"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/mail"
@@ -178,12 +177,12 @@ func (e *Env) newApp(tb testing.TB, verified bool) App {
 	tb.Helper()
 	ctx := context.Background()
 	tag := strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
-	employer, err := e.DB.CreateUser(ctx, jobboard.Registration{
+	employer, err := pgtest.CreateUser(ctx, e.Pool, jobboard.Registration{
 		Email: "boss-" + tag + "@example.com", Name: "Boss " + tag, Role: jobboard.RoleEmployer}, "hash")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	candidate, err := e.DB.CreateUser(ctx, jobboard.Registration{
+	candidate, err := pgtest.CreateUser(ctx, e.Pool, jobboard.Registration{
 		Email: "sam-" + tag + "@example.com", Name: "Sam " + tag, Role: jobboard.RoleCandidate}, "hash")
 	if err != nil {
 		tb.Fatal(err)
@@ -501,34 +500,17 @@ func (m *FlakyMailer) Calls() (attempted, sent int) {
 	return m.calls, m.sent
 }
 
-// LogBuffer collects log lines from several goroutines.
+// LogBuffer collects the JSON log lines of several goroutines.
 type LogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *LogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	syncio.Buffer
 }
 
 // Lines returns every line written so far, decoded as JSON objects.
 func (b *LogBuffer) Lines(tb testing.TB) []map[string]any {
 	tb.Helper()
-	b.mu.Lock()
-	data := append([]byte(nil), b.buf.Bytes()...)
-	b.mu.Unlock()
-	var lines []map[string]any
-	for _, raw := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		if len(raw) == 0 {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal(raw, &m); err != nil {
-			tb.Fatalf("log line is not JSON: %s", raw)
-		}
-		lines = append(lines, m)
+	lines, err := b.JSONLines()
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return lines
 }
