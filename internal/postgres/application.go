@@ -302,6 +302,7 @@ func (db *DB) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, 
 			ApplicationID: app.ID,
 			OldStatus:     old,
 			NewStatus:     app.Status,
+			Version:       app.Version,
 		}
 		if _, err := tx.Exec(ctx, changeStatusHistorySQL, app.ID, old, app.Status, actor.UserID, ev.OccurredAt, ev.EventID); err != nil {
 			return fmt.Errorf("insert history: %w", err)
