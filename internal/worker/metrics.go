@@ -25,6 +25,7 @@ var metricsOf = map[string][]string{
 	outcomeExpired:                              {"ExpiredEvents"},
 	string(jobboard.OutcomeApplicationMissing):  nil,
 	string(jobboard.OutcomeRecipientUnverified): {"UnverifiedRecipients"},
+	string(jobboard.OutcomeSuperseded):          {"Superseded"},
 	string(jobboard.OutcomeAlreadyVerified):     nil,
 	string(jobboard.OutcomeUserMissing):         nil,
 	string(jobboard.OutcomeNoAccount):           nil,
@@ -35,6 +36,7 @@ var metricsOf = map[string][]string{
 var metricNames = []string{
 	"EmailsSent", "DuplicatesSkipped", "SendFailures", "MalformedMessages",
 	"SendingPaused", "Throttled", "ExpiredEvents", "AmbiguousSends", "UnverifiedRecipients",
+	"Superseded",
 }
 
 // What the rollback alarms of a deploy read, by function version: the
