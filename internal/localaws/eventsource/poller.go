@@ -112,9 +112,10 @@ func (p *Poller) PollOnce(ctx context.Context) (received, failed int, err error)
 		VisibilityTimeout:           p.VisibilityTimeout,
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		MessageAttributeNames:       []string{"All"},
-	})
+	}, receiveOnce)
 	if err != nil {
-		return 0, 0, fmt.Errorf("poll %s: receive: %w", p.QueueURL, err)
+		return 0, 0, fmt.Errorf("poll %s: receive (the messages it may have made invisible come back after their visibility timeout): %w",
+			p.QueueURL, err)
 	}
 	if len(out.Messages) == 0 {
 		return 0, 0, nil
@@ -161,6 +162,15 @@ func (p *Poller) PollOnce(ctx context.Context) (received, failed int, err error)
 	p.log(ctx, slog.LevelInfo, "batch processed", received, failed, nil)
 	return received, failed, nil
 }
+
+// receiveOnce turns the SDK's retries off for ReceiveMessage. A receive is
+// not idempotent: one whose answer was lost (the connection closed after
+// the queue served it) has made its messages invisible, and the SDK's
+// retry would receive the next ones in its place, so that the first stay
+// hidden for the whole visibility timeout (200 s in template.yaml) with
+// nothing in the logs. The retry is Run's next poll, after an error that
+// says what happened.
+func receiveOnce(o *sqs.Options) { o.Retryer = aws.NopRetryer{} }
 
 // Run polls until ctx is done, then returns nil. Errors from receiving or
 // deleting are logged and retried after a pause; a failed batch is logged
