@@ -3,11 +3,11 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
