@@ -127,11 +127,13 @@ type EventStore interface {
 	// FinishClaims records the outcomes of owned claims, all in one
 	// statement. It returns the event ids whose token no longer holds the
 	// claim (taken over, or released): those are left alone. Recording the
-	// same outcome again under the same token succeeds. Errors: database
+	// same outcome again under the same token succeeds. A status claim's
+	// hold on its application's order ends with it. Errors: database
 	// errors (then nothing is recorded).
 	FinishClaims(ctx context.Context, fs []Finish) (lost []string, err error)
 	// ReleaseClaim deletes an owned claim that did not lead to an email, so
-	// that a retry can claim the event again. Errors: ErrLeaseLost when
+	// that a retry can claim the event again; a status claim's hold on its
+	// application's order ends with it. Errors: ErrLeaseLost when
 	// token no longer holds the claim; database errors.
 	ReleaseClaim(ctx context.Context, eventID, token string) error
 }
