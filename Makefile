@@ -16,7 +16,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 # The Lambda Runtime Interface Emulator (what `sam local invoke` runs inside its
-# container): internal/deploy runs every function under it, `make invoke` too.
+# container): internal/dev/deploy runs every function under it, `make invoke` too.
 AWS_LAMBDA_RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 AWS_LAMBDA_RIE         := $(TOOLS_DIR)/aws-lambda-rie-$(AWS_LAMBDA_RIE_VERSION)
 
@@ -41,7 +41,7 @@ WITH_PG := .ci/with-postgres.sh
 # those versions, the machine's python3 when it does, else a virtual
 # environment it makes once in the tools cache. samtool.py drives them
 # (cfn-lint in `make lint`; the translated-template tests and the moto
-# deploy rehearsal in internal/deploy, which find it at $JOBBOARD_PYTHON).
+# deploy rehearsal in internal/dev/deploy, which find it at $JOBBOARD_PYTHON).
 PYTOOLS := TOOLS_DIR=$(TOOLS_DIR) .ci/cfn/pytools.sh
 SAMTOOL := .ci/cfn/samtool.py
 
@@ -72,23 +72,23 @@ DEV_BUILD := CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath
 DEV_STATE  ?= build/dev/stack.json
 INVOKE_DIR ?= build/invoke
 
-## dev: the whole system on this machine (see internal/devstack): PostgreSQL,
+## dev: the whole system on this machine (see internal/dev/devstack): PostgreSQL,
 ## the SQS and SES stand-ins, the API on 127.0.0.1:8080, the worker and the
 ## webhook delivery function polling their queues, the sweeper on a timer,
 ## and a seeded demo. Ctrl-C stops it.
 ## PORT, SQS_PORT, SES_PORT (0: a free port) and DEV_DATABASE move it.
 dev: $(LOCALAWS)
-	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/cmd/dev
+	$(DEV_BUILD) -o build/dev/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/dev/cmd/dev
 	$(WITH_PG) build/dev/dev -bin build/dev -state $(DEV_STATE)
 
-## chaos: the email promise under faults (see internal/chaos): the whole
+## chaos: the email promise under faults (see internal/dev/chaos): the whole
 ## stack on free ports, thousands of status changes while processes die and
 ## freeze and SQS and SES fail, then a report of lost and duplicated emails;
 ## then the webhook promise, while receivers die, stall and fail and the
 ## delivery functions die and freeze. CHAOS_FLAGS passes flags, e.g.
 ## CHAOS_FLAGS='-seed 42', '-short' or '-only webhooks'.
 chaos: $(LOCALAWS)
-	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/cmd/chaos
+	$(GO) build -o build/chaos/ ./functions/api ./functions/worker ./functions/sweeper ./functions/webhook ./internal/dev/cmd/chaos
 	$(WITH_PG) build/chaos/chaos -bin build/chaos $(CHAOS_FLAGS)
 
 ## test: lint, govulncheck against the pinned vulnerability database (the
@@ -168,7 +168,7 @@ bench: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 COLDSTART_ROUNDS ?= 20
 coldstart: $(LOCALAWS) $(AWS_LAMBDA_RIE)
 	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) $(GO) test -count=1 -v -run '^TestBootstrapsFitTheSizeAim$$' \
-		-bench '^BenchmarkColdStart$$' -benchtime $(COLDSTART_ROUNDS)x ./internal/deploy
+		-bench '^BenchmarkColdStart$$' -benchtime $(COLDSTART_ROUNDS)x ./internal/dev/deploy
 
 ## fuzz: every fuzz target (func FuzzX in a _test.go file) for FUZZTIME
 ## each, one after the other, e.g. `make fuzz FUZZTIME=30s`. Their seed
@@ -196,26 +196,26 @@ $(AWS_LAMBDA_RIE):
 ## invoke: run one function under aws-lambda-rie with one sample event, against
 ## the running `make dev` (like `sam local invoke FUNCTION -e EVENT`), e.g.
 ##   make invoke FUNCTION=WorkerFunction EVENT=events/sqs-status-event.json
-## The event's tokens are the demo accounts'; see internal/cmd/devloop.
+## The event's tokens are the demo accounts'; see internal/dev/cmd/devloop.
 FUNCTION_DIR = $(shell echo '$(FUNCTION)' | sed 's/Function$$//' | tr '[:upper:]' '[:lower:]')
 invoke: $(AWS_LAMBDA_RIE)
 	@[ -n "$(FUNCTION)" ] && [ -n "$(EVENT)" ] || { echo 'usage: make invoke FUNCTION=WorkerFunction EVENT=events/sqs-status-event.json' >&2; exit 2; }
-	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/cmd/devloop ./functions/$(FUNCTION_DIR)
+	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/dev/cmd/devloop ./functions/$(FUNCTION_DIR)
 	$(INVOKE_DIR)/devloop invoke -state $(DEV_STATE) -rie $(AWS_LAMBDA_RIE) -bootstrap $(INVOKE_DIR)/$(FUNCTION_DIR) $(FUNCTION) $(EVENT)
 
 ## poison: put a message that is not an event on the running `make dev`'s
 ## queue and watch it reach the dead-letter queue (seconds; see
 ## docs/development.md).
 poison:
-	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/cmd/devloop
+	$(DEV_BUILD) -o $(INVOKE_DIR)/ ./internal/dev/cmd/devloop
 	$(INVOKE_DIR)/devloop poison -state $(DEV_STATE)
 
 ## migrate: apply the schema migrations to the database at DATABASE_URL (or
-## DATABASE_SECRET_ARN's); see internal/cmd/migrate. Deploys migrate by
+## DATABASE_SECRET_ARN's); see internal/dev/cmd/migrate. Deploys migrate by
 ## themselves, the first one included (MigrateFunction, run by the custom
 ## resource SchemaMigration and again by the PreTraffic hook).
 migrate:
-	$(GO) run ./internal/cmd/migrate
+	$(GO) run ./internal/dev/cmd/migrate
 
 ## localaws: install the SQS and SES stand-ins used by tests and `make dev`.
 localaws: $(LOCALAWS)

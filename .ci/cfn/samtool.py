@@ -19,8 +19,8 @@ here fill each REPLACE_ME with the parameter's example; --raw leaves them,
 and every set carries the problems that CloudFormation's parameter checks
 would report (AllowedPattern, AllowedValues, MinValue, MaxValue, missing).
 
-`make lint` runs `lint`; the Go tests in internal/deploy run the other
-commands (see internal/deploy/doc.go). Nothing here needs credentials or a
+`make lint` runs `lint`; the Go tests in internal/dev/deploy run the other
+commands (see internal/dev/deploy/doc.go). Nothing here needs credentials or a
 network: the managed-policy names SAM looks up are answered locally, and
 moto's CloudFormation runs in this process, on a free loopback port.
 

@@ -7,7 +7,7 @@
 //
 // PORT 0 or absent picks a free port. The process exits on SIGTERM/SIGINT and
 // when its stdin closes, so a stand-in started by a Go test cannot outlive the
-// test binary even if that binary is killed. Used by internal/localaws.
+// test binary even if that binary is killed. Used by internal/dev/localaws.
 import { createRequire } from "node:module";
 
 const host = "127.0.0.1";

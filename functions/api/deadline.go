@@ -14,7 +14,7 @@ import (
 // It covers cancelling the statement in flight, writing the answer and the
 // runtime's posting it. template.yaml's ConnectionBorrowTimeout and
 // ApiStatementTimeout fit in the function's Timeout less this
-// (internal/deploy checks the sum).
+// (internal/dev/deploy checks the sum).
 const answerMargin = time.Second
 
 // withAnswerMargin gives every request of h a deadline margin before the

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobboard/jobboard/internal/apiclient"
+	"github.com/jobboard/jobboard/internal/dev/apiclient"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
@@ -32,9 +34,10 @@ import (
 var (
 	benchModes = flag.String("http.modes", "exec",
 		"comma-separated query exec modes (DATABASE_QUERY_EXEC_MODE) measured besides the default")
-	benchRounds = flag.Int("http.rounds", 5, "rounds of each peer per endpoint")
-	benchRound  = flag.Duration("http.round", time.Second, "length of a round of one peer")
-	benchOnly   = flag.String("http.endpoints", "", "comma-separated endpoints to measure (search, job, update); empty: all")
+	benchRounds  = flag.Int("http.rounds", 5, "rounds of each peer per endpoint")
+	benchRound   = flag.Duration("http.round", time.Second, "length of a round of one peer")
+	benchOnly    = flag.String("http.endpoints", "", "comma-separated endpoints to measure (search, job, update); empty: all")
+	benchProfile = flag.String("http.cpuprofile", "", "folder where each API peer writes a CPU profile of its whole run (api.pprof, api-exec.pprof, ...)")
 )
 
 // benchConns is the number of concurrent HTTP connections of the load.
@@ -178,6 +181,9 @@ func newBenchFixture(ctx context.Context, b *testing.B, jobs int) *benchFixture 
 // found by the application_name that its database URL gives them.
 const benchPeerEnv = "JOBBOARD_BENCH_PEER"
 
+// benchProfileEnv names the file where a peer writes its CPU profile.
+const benchProfileEnv = "JOBBOARD_BENCH_CPUPROFILE"
+
 // TestMain serves a peer of BenchmarkHTTPVsBare when benchPeerEnv says so
 // (api: the API as functions/api serves it locally, run with this
 // process's environment and standard output; bare: barePeer on PORT over
@@ -198,6 +204,17 @@ func TestMain(m *testing.M) {
 func servePeer(peer string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	if path := os.Getenv(benchProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	switch peer {
 	case "api":
 		return run(ctx, []string{"api"}, os.Getenv, os.Stdout)
@@ -221,6 +238,9 @@ func (fx *benchFixture) startPeer(ctx context.Context, b *testing.B, kind, mode,
 	if kind == "api" {
 		// The API takes its mode as on AWS.
 		environment = append(environment, "DATABASE_URL="+url, "DATABASE_QUERY_EXEC_MODE="+mode)
+		if *benchProfile != "" {
+			environment = append(environment, benchProfileEnv+"="+filepath.Join(*benchProfile, name+".pprof"))
+		}
 	} else {
 		if mode != "" {
 			url += "&default_query_exec_mode=" + mode

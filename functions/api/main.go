@@ -2,7 +2,7 @@
 // AWS_LAMBDA_RUNTIME_API is set) it serves API Gateway HTTP API events
 // (payload v2) through the aws-lambda-go-api-proxy adapter; elsewhere it
 // serves plain HTTP on 127.0.0.1:PORT until SIGINT or SIGTERM. It does not
-// migrate the database: `make migrate` (internal/cmd/migrate) does, and
+// migrate the database: `make migrate` (internal/dev/cmd/migrate) does, and
 // `make dev` runs it first.
 //
 // Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required, with

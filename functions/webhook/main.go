@@ -50,7 +50,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/function"
-	"github.com/jobboard/jobboard/internal/localaws/eventsource"
+	"github.com/jobboard/jobboard/internal/function/eventsource"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/queue"
 	"github.com/jobboard/jobboard/internal/secret"

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/jobboard/jobboard/internal/awsenv"
-	"github.com/jobboard/jobboard/internal/localaws"
+	"github.com/jobboard/jobboard/internal/dev/localaws"
 )
 
 func env(m map[string]string) func(string) string {

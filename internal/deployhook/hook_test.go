@@ -24,7 +24,7 @@ import (
 
 // These tests run the hook against the API's own code (its handler behind
 // the Lambda adapter, over a real database) and real migrations; only the
-// CodeDeploy call is stood in for, by a recorder. internal/deploy runs the
+// CodeDeploy call is stood in for, by a recorder. internal/dev/deploy runs the
 // built functions under the Lambda runtime emulator.
 
 // inProcessAPI invokes the API's handler over url's database as Lambda

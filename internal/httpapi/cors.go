@@ -13,7 +13,7 @@ import (
 // these header fields with its own, from the same list of origins.
 //
 // template.yaml's CorsConfiguration lists the same header fields
-// (internal/deploy checks it).
+// (internal/dev/deploy checks it).
 var (
 	// CORSAllowHeaders are the request header fields a browser may send.
 	CORSAllowHeaders = []string{"Authorization", "Content-Type", "Idempotency-Key", "If-Match", "If-None-Match"}

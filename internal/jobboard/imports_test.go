@@ -10,8 +10,8 @@ const module = "github.com/jobboard/jobboard/"
 
 // allowedInternal lists, for each package under internal/, which other
 // internal packages its non-test code may import: the arrows point inward,
-// from the adapters to the domain. Composition roots (functions/*,
-// internal/devstack, internal/cmd/*) wire everything and are not listed.
+// from the adapters to the domain. Composition roots (functions/*, and the
+// dev tree's devstack, chaos and cmd/*) wire everything and are not listed.
 var allowedInternal = map[string][]string{
 	"internal/jobboard": {},
 	"internal/postgres": {"internal/jobboard"},
@@ -25,15 +25,14 @@ var allowedInternal = map[string][]string{
 	"internal/webhook":             {"internal/jobboard", "internal/emf"},
 	"internal/webhook/webhooktest": {},
 	"internal/emf":                 {},
-	"internal/localaws":            {},
-	// The local stand-in for the Lambda event source mapping: linked into
-	// the worker for its local mode, so it must not pull in the stand-ins'
-	// launchers and test helpers (package localaws).
-	"internal/localaws/eventsource": {},
+	"internal/dev/localaws":        {},
+	// The Lambda event source mapping played locally: linked into the
+	// worker and the webhook function for their local mode.
+	"internal/function/eventsource": {},
 	"internal/secret":               {},
 	"internal/awsenv":               {},
 	// The API's JSON client for the programs that drive it from outside.
-	"internal/apiclient": {},
+	"internal/dev/apiclient": {},
 	// What the functions' mains share: their common settings and logger.
 	"internal/function":        {"internal/awsenv"},
 	"internal/postgres/schema": {},
@@ -88,4 +87,48 @@ func TestImportsPointInward(t *testing.T) {
 			t.Errorf("package %s not found by go list: update allowedInternal", rel)
 		}
 	}
+}
+
+// devTree holds the tools that prove the system or run it locally.
+const devTree = "internal/dev/"
+
+// The tree shows what ships: no function links anything under
+// internal/dev, and every package outside it is linked into a function,
+// but for the test-support packages beside what they test (named *test,
+// as net/http/httptest is).
+func TestTheTreeShowsWhatShips(t *testing.T) {
+	shipped := map[string]bool{}
+	for _, pkg := range goList(t, "-deps", "../../functions/...") {
+		rel, ours := strings.CutPrefix(pkg, module)
+		if !ours {
+			continue
+		}
+		shipped[rel] = true
+		if strings.HasPrefix(rel, devTree) {
+			t.Errorf("%s is linked into a function: shipped code must not import the dev tree", rel)
+		}
+	}
+	if !shipped["internal/jobboard"] {
+		t.Fatalf("go list -deps found no functions: %v", shipped)
+	}
+	for _, pkg := range goList(t, "../...") {
+		rel := strings.TrimPrefix(pkg, module)
+		testSupport := strings.HasSuffix(rel, "test")
+		switch {
+		case strings.HasPrefix(rel, devTree), strings.HasPrefix(rel, "functions/"), testSupport:
+		case !shipped[rel]:
+			t.Errorf("%s is linked into no function: a tool belongs under %s", rel, devTree)
+		}
+	}
+}
+
+// goList runs go list with args from this package's folder (the repository
+// root is two up) and returns the packages it names.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, out)
+	}
+	return strings.Fields(string(out))
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/jobboard/jobboard/internal/faultproxy"
+	"github.com/jobboard/jobboard/internal/dev/faultproxy"
+	"github.com/jobboard/jobboard/internal/dev/localaws"
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/localaws"
 	"github.com/jobboard/jobboard/internal/mail"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobboard/jobboard/internal/dev/localaws"
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/localaws"
 	"github.com/jobboard/jobboard/internal/queue"
 )
 
