@@ -33,7 +33,7 @@ const MaxEventIDLen = 128
 // Type; the rest are empty and left out of its JSON.
 //
 //	{"type":"application.status_changed","event_id":"6f1c…","occurred_at":"2026-12-02T10:00:00Z",
-//	 "application_id":42,"old_status":"reviewing","new_status":"interview"}
+//	 "application_id":42,"old_status":"reviewing","new_status":"interview","version":3}
 //	{"type":"user.email_verification_requested","event_id":"0b9e…","occurred_at":"2026-12-02T10:00:00Z",
 //	 "user_id":7}
 //	{"type":"user.password_reset_requested","event_id":"5d2a…","occurred_at":"2026-12-02T10:00:00Z",
@@ -47,6 +47,13 @@ type Event struct {
 	ApplicationID int64             `json:"application_id,omitempty"`
 	OldStatus     ApplicationStatus `json:"old_status,omitempty"`
 	NewStatus     ApplicationStatus `json:"new_status,omitempty"`
+	// Version is the application's version after the change: its place in
+	// the application's status history (the first change makes version
+	// 2). The worker never emails a status older than one it has emailed
+	// about the application. Zero in events written before versions
+	// existed: the worker then reads the place from the history row of
+	// the change (see docs/design.md, Order).
+	Version int64 `json:"version,omitempty"`
 
 	// user.email_verification_requested: the account whose address to
 	// verify. user.password_reset_requested: the account whose password to
@@ -74,6 +81,8 @@ var requiredFields = map[string]func(Event) string{
 			return "missing or non-positive application_id"
 		case ev.NewStatus == "":
 			return "missing new_status"
+		case ev.Version < 0:
+			return "negative version"
 		}
 		// An unknown new_status is not an error: it gets the generic email.
 		return ""

@@ -40,6 +40,12 @@ const (
 	// other users, so it goes only to an owner-confirmed address. The
 	// claim is finished; a later change, after verification, is emailed.
 	OutcomeRecipientUnverified EventOutcome = "recipient_unverified"
+	// OutcomeSuperseded: a status event older (by Event.Version) than a
+	// status of the same application that has been emailed or is being
+	// emailed. No email: the candidate must never be told an older status
+	// after a newer one, and the newer email tells them where the
+	// application is. The claim is finished.
+	OutcomeSuperseded EventOutcome = "superseded"
 	// OutcomeAlreadyVerified: a verification event whose account is
 	// verified by now. No email; the claim is finished.
 	OutcomeAlreadyVerified EventOutcome = "already_verified"
@@ -68,17 +74,23 @@ type ApplicationDetails struct {
 type Claim struct {
 	// Outcome is empty when this worker now owns the event and must send
 	// it; otherwise it is why there is nothing to send: OutcomeDuplicate,
-	// OutcomeBusy, OutcomePayloadMismatch, or a claim finished at once:
-	// OutcomeApplicationMissing, OutcomeRecipientUnverified (status
-	// events), OutcomeUserMissing, OutcomeAlreadyVerified (verification
+	// OutcomeBusy (another worker holds the event, or the email of an
+	// older status of the same application), OutcomePayloadMismatch, or a
+	// claim finished at once: OutcomeApplicationMissing,
+	// OutcomeRecipientUnverified, OutcomeSuperseded (status events), OutcomeUserMissing, OutcomeAlreadyVerified (verification
 	// events), OutcomeNoAccount (password reset events).
 	Outcome EventOutcome
 	// Token is the lease token of an owned claim; FinishClaim and
 	// ReleaseClaim need it.
 	Token string
 	// BusyFor is, for OutcomeBusy, how long the other worker's lease has
-	// left: the earliest moment worth retrying.
+	// left: the latest moment worth retrying.
 	BusyFor time.Duration
+	// BusyOrder is, for OutcomeBusy, true when what is held is not this
+	// event but the email of an older status of the same application: it
+	// is likely to be over in moments (when that email is recorded),
+	// long before its lease ends.
+	BusyOrder bool
 	// Attempts counts the leases the event has had, this one included: more
 	// than one means an earlier worker's lease expired and was taken over.
 	Attempts int
@@ -108,18 +120,20 @@ type EventStore interface {
 	// claim comes with what the email needs; for a verification or a
 	// password reset event that includes a new token, whose hash the claim
 	// stores. See Claim for the outcomes; OutcomeApplicationMissing,
-	// OutcomeRecipientUnverified, OutcomeUserMissing,
+	// OutcomeRecipientUnverified, OutcomeSuperseded, OutcomeUserMissing,
 	// OutcomeAlreadyVerified and OutcomeNoAccount finish the claim at once.
 	// Errors: database errors, an event type it cannot claim.
 	ClaimEvent(ctx context.Context, ev Event, lease time.Duration) (Claim, error)
 	// FinishClaims records the outcomes of owned claims, all in one
 	// statement. It returns the event ids whose token no longer holds the
 	// claim (taken over, or released): those are left alone. Recording the
-	// same outcome again under the same token succeeds. Errors: database
+	// same outcome again under the same token succeeds. A status claim's
+	// hold on its application's order ends with it. Errors: database
 	// errors (then nothing is recorded).
 	FinishClaims(ctx context.Context, fs []Finish) (lost []string, err error)
 	// ReleaseClaim deletes an owned claim that did not lead to an email, so
-	// that a retry can claim the event again. Errors: ErrLeaseLost when
+	// that a retry can claim the event again; a status claim's hold on its
+	// application's order ends with it. Errors: ErrLeaseLost when
 	// token no longer holds the claim; database errors.
 	ReleaseClaim(ctx context.Context, eventID, token string) error
 }

@@ -304,6 +304,7 @@ func (w writes) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64
 			ApplicationID: app.ID,
 			OldStatus:     old,
 			NewStatus:     app.Status,
+			Version:       app.Version,
 		}
 		if _, err := tx.Exec(ctx, changeStatusHistorySQL, app.ID, old, app.Status, actor.UserID, ev.OccurredAt, ev.EventID); err != nil {
 			return fmt.Errorf("insert history: %w", err)

@@ -294,7 +294,7 @@ func TestChangeStatusWorkflow(t *testing.T) {
 			t.Errorf("event id %q: %v", ev.EventID, err)
 		}
 		want := jobboard.Event{Type: jobboard.EventTypeStatusChanged, EventID: ev.EventID,
-			OccurredAt: got.UpdatedAt.UTC(), ApplicationID: a.ID, OldStatus: prev.Status, NewStatus: to}
+			OccurredAt: got.UpdatedAt.UTC(), ApplicationID: a.ID, OldStatus: prev.Status, NewStatus: to, Version: got.Version}
 		if diff := cmp.Diff(want, *ev); diff != "" {
 			t.Errorf("event (-want +got):\n%s", diff)
 		}

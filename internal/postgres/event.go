@@ -63,10 +63,13 @@ const (
 	claimOutcomeColumns = `
 	outcome, CASE WHEN outcome IS NOT NULL THEN now() END`
 
+	// A decided outcome of 'busy' (the order of a status event's
+	// application is held) claims nothing.
 	insertClaimSQL = `
 	INSERT INTO processed_events (event_id, event_type, payload_hash, lease_token, lease_until, outcome, finished_at)
 	SELECT $1, $2, $3, $4, now() + make_interval(secs => $5),` + claimOutcomeColumns + `
 	FROM decided
+	WHERE decided.outcome IS DISTINCT FROM 'busy'
 	ON CONFLICT (event_id) DO NOTHING
 	RETURNING event_id, attempts, outcome`
 
@@ -76,9 +79,35 @@ const (
 	    outcome = decided.outcome, finished_at = CASE WHEN decided.outcome IS NOT NULL THEN now() END
 	FROM decided
 	WHERE p.event_id = $1 AND p.event_type = $2 AND p.payload_hash = $3 AND p.outcome IS NULL AND p.lease_until < now()
+	  AND decided.outcome IS DISTINCT FROM 'busy'
 	RETURNING p.event_id, p.attempts, p.outcome`
+)
 
-	statusTargetSQL = `
+// The claim statement of a status event also keeps the application's
+// emails in order (application_email_order, docs/design.md "Order"). The
+// event's version is $7, or, for an event written before versions
+// existed, the place of its history row ($8, the event id as a UUID) in
+// the application's history; an event with neither is not ordered.
+//
+//   - ordered takes the application's row under its row lock: inserted, or
+//     updated when the event is newer than the row's version or is the
+//     row's own event, and no other claim's lease on it is live. Its WHERE
+//     is re-checked against the latest row, so of two workers claiming two
+//     events of one application at once, one takes it and the other sees
+//     it taken.
+//   - When it took nothing, the row as the statement's snapshot saw it
+//     (seen) tells why: a higher version, or the same version under
+//     another event, means superseded (versions only grow, so a later row
+//     is higher still); anything else is busy (a live lease, or a row
+//     that moved after the snapshot: the retry sees it), and then no claim
+//     is written.
+//
+// The order is taken only by the statement that takes the event: the
+// new-claim statement when the event has no claim yet (a claim met is
+// read by claimState, as for any type), the take-over statement when its
+// claim is unfinished and its lease has run out.
+func statusTargetSQL(orderGuard string) string {
+	return `
 WITH target AS (
 	SELECT a.id, a.status, u.email, u.name, u.email_verified_at IS NOT NULL AS verified, j.title, co.name AS company
 	FROM applications a
@@ -86,21 +115,59 @@ WITH target AS (
 	JOIN companies co ON co.id = j.company_id
 	JOIN users u ON u.id = a.candidate_id
 	WHERE a.id = $6
+), version AS (
+	SELECT coalesce(nullif($7::bigint, 0),
+	       (SELECT (SELECT count(*) FROM application_status_history h2
+	                WHERE h2.application_id = h.application_id AND h2.id <= h.id) + 1
+	        FROM application_status_history h WHERE h.event_id = $8::uuid AND h.application_id = $6)) AS v
+), seen AS (
+	SELECT o.version, o.event_id, greatest(o.lease_until - now(), '0') AS lease_left
+	FROM application_email_order o WHERE o.application_id = $6
+), ordered AS (
+	INSERT INTO application_email_order AS o (application_id, version, event_id, lease_token, lease_until)
+	SELECT t.id, version.v, $1, $4, now() + make_interval(secs => $5)
+	FROM target t, version
+	WHERE t.verified AND version.v IS NOT NULL AND ` + orderGuard + `
+	ON CONFLICT (application_id) DO UPDATE
+	SET version = EXCLUDED.version, event_id = EXCLUDED.event_id,
+	    lease_token = EXCLUDED.lease_token, lease_until = EXCLUDED.lease_until
+	WHERE (o.version < EXCLUDED.version OR o.event_id = EXCLUDED.event_id)
+	  AND (o.lease_until IS NULL OR o.lease_until < now())
+	RETURNING o.application_id
 ), decided AS (
 	SELECT CASE WHEN t.id IS NULL THEN 'application_missing'
-	            WHEN NOT t.verified THEN 'recipient_unverified' END AS outcome
-	FROM (SELECT) AS one LEFT JOIN target t ON true
+	            WHEN NOT t.verified THEN 'recipient_unverified'
+	            WHEN version.v IS NULL OR NOT (` + orderGuard + `) OR EXISTS (SELECT FROM ordered) THEN NULL
+	            WHEN seen.version > version.v OR (seen.version = version.v AND seen.event_id <> $1) THEN 'superseded'
+	            ELSE 'busy' END AS outcome,
+	       seen.lease_left
+	FROM (SELECT) AS one LEFT JOIN target t ON true LEFT JOIN version ON true LEFT JOIN seen ON true
 ), claim AS (`
+}
 
+const (
+	// The guards of the order (see statusTargetSQL): the event has no
+	// claim yet; its claim is unfinished and its lease has run out.
+	newClaimOrderGuard = `NOT EXISTS (SELECT FROM processed_events WHERE event_id = $1)`
+	takeOverOrderGuard = `EXISTS (SELECT FROM processed_events WHERE event_id = $1 AND outcome IS NULL AND lease_until < now())`
+
+	// statusClaimedSQL returns a row for a claim written, or for busy
+	// (the order is held: no claim), with how long that lease has left.
 	statusClaimedSQL = `
 )
-SELECT claim.attempts, claim.outcome, t.id, t.status, t.email, t.name, t.title, t.company,
-       NULL::bigint, NULL::timestamptz
-FROM claim LEFT JOIN target t ON true`
+SELECT coalesce(claim.attempts, 0), CASE WHEN claim.event_id IS NULL THEN 'busy' ELSE claim.outcome END,
+       t.id, t.status, t.email, t.name, t.title, t.company,
+       NULL::bigint, NULL::timestamptz, CASE WHEN claim.event_id IS NULL THEN d.lease_left END
+FROM decided d LEFT JOIN claim ON true LEFT JOIN target t ON true
+WHERE claim.event_id IS NOT NULL OR d.outcome = 'busy'`
+)
 
-	claimStatusNewSQL      = statusTargetSQL + insertClaimSQL + statusClaimedSQL
-	takeOverStatusClaimSQL = statusTargetSQL + takeOverClaimSQL + statusClaimedSQL
+var (
+	claimStatusNewSQL      = statusTargetSQL(newClaimOrderGuard) + insertClaimSQL + statusClaimedSQL
+	takeOverStatusClaimSQL = statusTargetSQL(takeOverOrderGuard) + takeOverClaimSQL + statusClaimedSQL
+)
 
+const (
 	verificationTargetSQL = `
 WITH target AS (
 	SELECT u.id, u.email, u.email_verified_at IS NOT NULL AND NOT ` + bounceSuppressed + ` AS verified
@@ -123,7 +190,7 @@ WITH target AS (
 	RETURNING expires_at
 )
 SELECT claim.attempts, claim.outcome, NULL::bigint, NULL::text, t.email, NULL::text, NULL::text, NULL::text,
-       t.id, token.expires_at
+       t.id, token.expires_at, NULL::interval
 FROM claim LEFT JOIN target t ON true LEFT JOIN token ON true`
 
 	claimVerificationNewSQL      = verificationTargetSQL + insertClaimSQL + verificationClaimedSQL
@@ -204,15 +271,19 @@ func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash
 		linkToken, tokenHash = jobboard.NewVerificationToken()
 		args = append(args[:5], ev.UserID, tokenHash, ttl.Seconds())
 	}
+	if ev.Type == jobboard.EventTypeStatusChanged {
+		args = append(args, ev.Version, historyEventID(ev))
+	}
 	var (
 		outcome                          *string
 		appID, userID                    *int64
 		status                           *jobboard.ApplicationStatus
 		email, name, jobTitle, companyNm *string
 		expiresAt                        *time.Time
+		orderBusyFor                     *time.Duration
 	)
 	err := db.pool.QueryRow(ctx, sql, args...).
-		Scan(&c.Attempts, &outcome, &appID, &status, &email, &name, &jobTitle, &companyNm, &userID, &expiresAt)
+		Scan(&c.Attempts, &outcome, &appID, &status, &email, &name, &jobTitle, &companyNm, &userID, &expiresAt, &orderBusyFor)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return jobboard.Claim{}, false, nil
@@ -225,6 +296,13 @@ func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash
 	}
 	if outcome != nil {
 		c.Outcome = jobboard.EventOutcome(*outcome)
+		if c.Outcome == jobboard.OutcomeBusy {
+			// The application's order is held: nothing was claimed.
+			c = jobboard.Claim{Outcome: jobboard.OutcomeBusy, BusyOrder: true}
+			if orderBusyFor != nil {
+				c.BusyFor = *orderBusyFor
+			}
+		}
 		return c, true, nil
 	}
 	switch {
@@ -241,6 +319,20 @@ func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash
 		return jobboard.Claim{}, false, errors.New("the claim statement returned no target")
 	}
 	return c, true, nil
+}
+
+// historyEventID is the argument that finds the history row of a status
+// event that carries no version ($8 of its claim statements): its event
+// id, when it is a UUID (the history's key), else NULL.
+func historyEventID(ev jobboard.Event) any {
+	if ev.Version != 0 {
+		return nil
+	}
+	id, err := uuid.Parse(ev.EventID)
+	if err != nil {
+		return nil
+	}
+	return id.String()
 }
 
 // claimState says why a claim could not be taken, or that it may be taken
@@ -280,13 +372,21 @@ func (db *DB) claimState(ctx context.Context, eventID string, hash []byte) (c jo
 // lease token that holds its unfinished claim, in one statement (and one
 // commit, whose WAL flush is most of its cost) for all the records of a
 // batch that finished together. Recording the same outcome again under the
-// same token matches too, so a retry after a lost answer succeeds.
+// same token matches too, so a retry after a lost answer succeeds. A status
+// claim's lease on its application's order ends in the same statement
+// (the version stays: an older event is superseded by it).
 const finishClaimsSQL = `
-UPDATE processed_events p
-SET outcome = f.outcome, ses_message_id = NULLIF(f.ses_message_id, ''), finished_at = now()
-FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[]) AS f(event_id, lease_token, outcome, ses_message_id)
-WHERE p.event_id = f.event_id AND p.lease_token = f.lease_token AND (p.outcome IS NULL OR p.outcome = f.outcome)
-RETURNING p.event_id`
+WITH done AS (
+	UPDATE processed_events p
+	SET outcome = f.outcome, ses_message_id = NULLIF(f.ses_message_id, ''), finished_at = now()
+	FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[]) AS f(event_id, lease_token, outcome, ses_message_id)
+	WHERE p.event_id = f.event_id AND p.lease_token = f.lease_token AND (p.outcome IS NULL OR p.outcome = f.outcome)
+	RETURNING p.event_id, p.lease_token
+), unordered AS (
+	UPDATE application_email_order o SET lease_token = NULL, lease_until = NULL
+	FROM done WHERE o.lease_token = done.lease_token
+)
+SELECT event_id FROM done`
 
 // FinishClaims records the outcomes of owned claims in one statement (see
 // jobboard.EventStore) and returns the ids whose lease was lost.
@@ -310,18 +410,28 @@ func (db *DB) FinishClaims(ctx context.Context, fs []jobboard.Finish) (lost []st
 	return lost, nil
 }
 
-// releaseClaimSQL deletes an unfinished claim held by the token.
+// releaseClaimSQL deletes an unfinished claim held by the token, and ends
+// its lease on its application's order (the version stays: the event is
+// retried, and an older one is superseded by it meanwhile). It returns
+// how many claims it deleted.
 const releaseClaimSQL = `
-DELETE FROM processed_events WHERE event_id = $1 AND lease_token = $2 AND outcome IS NULL`
+WITH released AS (
+	DELETE FROM processed_events WHERE event_id = $1 AND lease_token = $2 AND outcome IS NULL
+	RETURNING lease_token
+), unordered AS (
+	UPDATE application_email_order o SET lease_token = NULL, lease_until = NULL
+	FROM released WHERE o.lease_token = released.lease_token
+)
+SELECT count(*) FROM released`
 
 // ReleaseClaim deletes an owned claim so that a retry can claim the event
 // (see jobboard.EventStore). Errors: jobboard.ErrLeaseLost, database errors.
 func (db *DB) ReleaseClaim(ctx context.Context, eventID, token string) error {
-	tag, err := db.pool.Exec(ctx, releaseClaimSQL, eventID, token)
-	if err != nil {
+	var released int
+	if err := db.pool.QueryRow(ctx, releaseClaimSQL, eventID, token).Scan(&released); err != nil {
 		return fmt.Errorf("release claim of event %s: %w", eventID, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if released == 0 {
 		return fmt.Errorf("release claim of event %s: %w", eventID, jobboard.ErrLeaseLost)
 	}
 	return nil

@@ -222,7 +222,7 @@ WITH target AS (
 	RETURNING expires_at
 )
 SELECT claim.attempts, claim.outcome, NULL::bigint, NULL::text, t.email, NULL::text, NULL::text, NULL::text,
-       t.id, token.expires_at
+       t.id, token.expires_at, NULL::interval
 FROM claim LEFT JOIN target t ON true LEFT JOIN token ON true`
 
 	claimResetNewSQL      = resetTargetSQL + insertClaimSQL + resetClaimedSQL

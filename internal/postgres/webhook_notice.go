@@ -18,7 +18,7 @@ WITH target AS (
 	webhookNoticeClaimedSQL = `
 )
 SELECT claim.attempts, claim.outcome, NULL::bigint, NULL::text, t.email, NULL::text, NULL::text, NULL::text,
-       t.id, NULL::timestamptz
+       t.id, NULL::timestamptz, NULL::interval
 FROM claim LEFT JOIN target t ON true`
 )
 

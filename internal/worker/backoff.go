@@ -30,6 +30,10 @@ const (
 	retryPaused
 	// retryBusy: another worker holds the claim; retry once its lease ends.
 	retryBusy
+	// retryOrder: another worker is emailing an older status of the same
+	// application. As retrySoon (that email is usually recorded within
+	// moments), but never later than that lease's end.
+	retryOrder
 	// retryNow: the message can never be processed (malformed); let it
 	// burn its receives at once and reach the dead-letter queue in seconds,
 	// body intact, instead of after maxReceiveCount visibility timeouts.
@@ -53,6 +57,8 @@ func backoff(c retryClass, receiveCount int, busyFor time.Duration, jitter func(
 		return 0
 	case retryBusy:
 		return busyFor + time.Second + time.Duration(jitter()*float64(time.Second))
+	case retryOrder:
+		return min(backoff(retrySoon, receiveCount, 0, jitter), backoff(retryBusy, receiveCount, busyFor, jitter))
 	}
 	b := backoffs[c]
 	step := b.limit

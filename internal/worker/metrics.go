@@ -25,6 +25,7 @@ var metricsOf = map[string][]string{
 	outcomeExpired:                              {"ExpiredEvents"},
 	string(jobboard.OutcomeApplicationMissing):  nil,
 	string(jobboard.OutcomeRecipientUnverified): {"UnverifiedRecipients"},
+	string(jobboard.OutcomeSuperseded):          {"Superseded"},
 	string(jobboard.OutcomeAlreadyVerified):     nil,
 	string(jobboard.OutcomeUserMissing):         nil,
 	string(jobboard.OutcomeNoAccount):           nil,
@@ -37,6 +38,7 @@ var metricNames = []string{
 	"EmailsSent", "DuplicatesSkipped", "SendFailures", "MalformedMessages",
 	"SendingPaused", "Throttled", "ExpiredEvents", "AmbiguousSends", "UnverifiedRecipients",
 	"SuppressedRecipients",
+	"Superseded",
 }
 
 // What the rollback alarms of a deploy read, by function version: the

@@ -123,6 +123,12 @@ func (h *Handler) notOwned(ctx context.Context, msg events.SQSMessage, ev jobboa
 	case jobboard.OutcomeRecipientUnverified:
 		// The rule working as meant, not a fault: INFO, and a metric.
 		h.logRecord(ctx, slog.LevelInfo, "candidate's address is not verified; no status email", msg.MessageId, ev, o, c.Token)
+	case jobboard.OutcomeSuperseded:
+		// The order working as meant: a newer status of the application
+		// has been emailed, or is being emailed; this older one must not
+		// arrive after it. INFO, and a metric.
+		h.logRecord(ctx, slog.LevelInfo, "a newer status of the application is emailed; this older one is not", msg.MessageId, ev, o, c.Token,
+			slog.Int64("version", ev.Version))
 	case jobboard.OutcomeAlreadyVerified:
 		h.logRecord(ctx, slog.LevelInfo, "address verified already; no verification email", msg.MessageId, ev, o, c.Token)
 	case jobboard.OutcomeUserMissing:
@@ -132,9 +138,17 @@ func (h *Handler) notOwned(ctx context.Context, msg events.SQSMessage, ev jobboa
 		// about, so that its answer does not tell which have an account.
 		h.logRecord(ctx, slog.LevelInfo, "no account has the address; no password reset email", msg.MessageId, ev, o, c.Token)
 	case jobboard.OutcomeBusy:
+		r.failed, r.retry, r.busyFor = true, retryBusy, c.BusyFor
+		if c.BusyOrder {
+			// Usually over as soon as that email is recorded: retry soon,
+			// and at the latest when its lease runs out.
+			r.retry = retryOrder
+			h.logRecord(ctx, slog.LevelWarn, "an older status of the application is being emailed; will retry after it", msg.MessageId, ev, o, "",
+				slog.Duration("busy_for", c.BusyFor), slog.Int64("version", ev.Version))
+			break
+		}
 		h.logRecord(ctx, slog.LevelWarn, "another worker holds the claim; will retry after its lease", msg.MessageId, ev, o, "",
 			slog.Duration("busy_for", c.BusyFor))
-		r.failed, r.retry, r.busyFor = true, retryBusy, c.BusyFor
 	default:
 		h.logRecord(ctx, slog.LevelError, "unknown claim outcome; will retry", msg.MessageId, ev, o, "")
 		r.failed, r.retry = true, retrySoon

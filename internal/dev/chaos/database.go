@@ -109,6 +109,30 @@ func (d *db) committed(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
+// versionsSQL gives every committed status change its version: its place
+// in its application's history, plus one (the version the change made,
+// which its event carries).
+const versionsSQL = `
+SELECT event_id::text, row_number() OVER (PARTITION BY application_id ORDER BY id) + 1
+FROM application_status_history`
+
+// versions returns the event id → version of every committed status
+// change.
+func (d *db) versions(ctx context.Context) (map[string]int64, error) {
+	rows, _ := d.pool.Query(ctx, versionsSQL)
+	out := map[string]int64{}
+	var id string
+	var v int64
+	_, err := pgx.ForEachRow(rows, []any{&id, &v}, func() error {
+		out[id] = v
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read versions: %w", err)
+	}
+	return out, nil
+}
+
 // verifyAccountsSQL marks every seeded account's address verified, as if
 // each had followed its verification link: status emails go only to
 // verified addresses, and the run is about those.

@@ -34,12 +34,13 @@ const (
 	faultSESResetAfter    faultKind = "ses_reset_after"    // half the sends are accepted, their answer lost
 	faultSESSlow          faultKind = "ses_slow"           // SES answers just before the send deadline
 	faultSESTooSlow       faultKind = "ses_too_slow"       // SES answers after the send deadline
+	faultSQSReorder       faultKind = "sqs_reorder"        // half the publishes held 1–3 s: later changes overtake them
 )
 
 var allFaultKinds = []faultKind{
 	faultWorkerKill, faultWorkerFreeze, faultWorkerFreezeLong, faultAPIKill, faultSweeperKill,
 	faultPGTerminate, faultSQSUnavailable, faultSQSRefuse, faultSESUnavailable, faultSESRefuse,
-	faultSESResetAfter, faultSESSlow, faultSESTooSlow,
+	faultSESResetAfter, faultSESSlow, faultSESTooSlow, faultSQSReorder,
 }
 
 // plannedFault is one entry of the schedule.
@@ -72,6 +73,8 @@ func plan(cfg Config, rng *rand.Rand) []plannedFault {
 			return cfg.VisibilityTimeout + between(time.Second, 3*time.Second)
 		case faultPGTerminate:
 			return 3 * time.Second // the longest wait for a session inside a transaction
+		case faultSQSReorder:
+			return between(5*time.Second, 10*time.Second)
 		}
 		return between(1500*time.Millisecond, 4*time.Second)
 	}
@@ -147,27 +150,59 @@ func (s *sesRule) resets() map[string]int {
 }
 
 // sqsRule decides the fault of each request to the SQS stand-in (an
-// outage, or none) and watches the publishing calls for event ids that
-// must never be published.
+// outage, or none), holds back publishing calls while reordering is on,
+// and watches the publishing calls for event ids that must never be
+// published.
 type sqsRule struct {
 	outage atomic.Int64 // a faultproxy.Fault
+	// reorderOn holds half the publishing calls for 1–3 s before they go
+	// on: an application's change published meanwhile (the walkers move
+	// an application every half second or so) reaches the queue first,
+	// and its worker sees the application's events newest first, in
+	// batches of their own. held counts the calls held back.
+	reorderOn atomic.Bool
+	held      atomic.Int64
+	// holdFor picks how long to hold a publishing call while reordering is
+	// on (0: not at all); called under mu.
+	holdFor func() time.Duration
 
 	mu    sync.Mutex
 	watch []string
 	seen  map[string]int
 }
 
-func newSQSRule() *sqsRule { return &sqsRule{seen: map[string]int{}} }
+func newSQSRule(rng *rand.Rand) *sqsRule {
+	return &sqsRule{seen: map[string]int{}, holdFor: func() time.Duration {
+		if rng.IntN(2) == 0 {
+			return 0
+		}
+		return time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))
+	}}
+}
 
 func (s *sqsRule) decide(r *http.Request, body []byte) faultproxy.Fault {
-	if isPublish(r) {
-		s.mu.Lock()
-		for _, id := range s.watch {
-			if bytes.Contains(body, []byte(id)) {
-				s.seen[id]++
-			}
+	if !isPublish(r) {
+		return faultproxy.Fault(s.outage.Load())
+	}
+	s.mu.Lock()
+	for _, id := range s.watch {
+		if bytes.Contains(body, []byte(id)) {
+			s.seen[id]++
 		}
-		s.mu.Unlock()
+	}
+	var hold time.Duration
+	if s.reorderOn.Load() {
+		hold = s.holdFor()
+	}
+	s.mu.Unlock()
+	if hold > 0 {
+		// The proxy asks its rule before it forwards: sleeping here holds
+		// this call back, and only this one.
+		s.held.Add(1)
+		select {
+		case <-time.After(hold):
+		case <-r.Context().Done():
+		}
 	}
 	return faultproxy.Fault(s.outage.Load())
 }
@@ -249,7 +284,7 @@ func newInjector(st *stack, cfg Config, rng *rand.Rand, logf func(string, ...any
 	in := &injector{
 		st: st, cfg: cfg, logf: logf, rng: rng,
 		ses:    newSESRule(rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))),
-		sqs:    newSQSRule(),
+		sqs:    newSQSRule(rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))),
 		counts: map[faultKind]int{}, skipped: map[faultKind]int{}, sendsHit: map[faultKind]int64{},
 	}
 	st.sesProxy.SetRule(in.ses.decide)
@@ -373,6 +408,17 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) {
 		in.done(pf.Kind, "%.1fs", pf.For.Seconds())
 		_ = pause(ctx, pf.For)
 		in.sqs.outage.Store(int64(faultproxy.Pass))
+	case faultSQSReorder:
+		before := in.sqs.held.Load()
+		in.sqs.reorderOn.Store(true)
+		in.done(pf.Kind, "%.1fs, half the publishes held 1–3 s", pf.For.Seconds())
+		_ = pause(ctx, pf.For)
+		in.sqs.reorderOn.Store(false)
+		n := in.sqs.held.Load() - before
+		in.mu.Lock()
+		in.sendsHit[pf.Kind] += n
+		in.mu.Unlock()
+		in.logf("t+%5.1fs  %-18s over: %d publishes held", time.Since(in.start).Seconds(), pf.Kind, n)
 	case faultSESUnavailable, faultSESRefuse, faultSESResetAfter, faultSESSlow, faultSESTooSlow:
 		in.sesMu.Lock()
 		defer in.sesMu.Unlock()

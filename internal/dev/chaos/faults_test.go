@@ -2,15 +2,19 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jobboard/jobboard/internal/dev/faultproxy"
@@ -204,7 +208,7 @@ func TestSQSRuleWatchesPublishing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	rule := newSQSRule()
+	rule := newSQSRule(rand.New(rand.NewPCG(1, 1)))
 	p.SetRule(rule.decide)
 	rule.watchFor("11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222")
 	pub := queue.NewPublisher(localaws.NewSQSClient(p.URL), q.URL)
@@ -226,5 +230,68 @@ func TestSQSRuleWatchesPublishing(t *testing.T) {
 	rule.outage.Store(int64(faultproxy.Pass))
 	if _, err := pub.Publish(ctx, []jobboard.Event{ev("33333333-3333-4333-8333-333333333333")}); err != nil {
 		t.Errorf("publish after the outage: %v", err)
+	}
+}
+
+// While reordering is on, a held publish reaches the queue after a later
+// one: the worker gets the older event second, in a batch of its own.
+func TestSQSRuleReorderHoldsAPublishBackUntilALaterOneIsIn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := localaws.NewTestQueue(t, 30, 3)
+	p, err := faultproxy.Start(ctx, localaws.SQS(t).Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rule := newSQSRule(rand.New(rand.NewPCG(1, 2)))
+	first := true
+	rule.holdFor = func() time.Duration { // the first call, for long enough
+		defer func() { first = false }()
+		if first {
+			return 3 * time.Second
+		}
+		return 0
+	}
+	p.SetRule(rule.decide)
+	rule.reorderOn.Store(true)
+	pub := queue.NewPublisher(localaws.NewSQSClient(p.URL), q.URL)
+	ev := func(n int64) jobboard.Event {
+		return jobboard.Event{Type: jobboard.EventTypeStatusChanged, EventID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n),
+			OccurredAt: time.Now(), ApplicationID: 1, NewStatus: jobboard.StatusReviewing, Version: n}
+	}
+
+	older := make(chan error, 1)
+	go func() {
+		_, err := pub.Publish(ctx, []jobboard.Event{ev(2)})
+		older <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); rule.held.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first publish was not held")
+		}
+		runtime.Gosched()
+	}
+	if _, err := pub.Publish(ctx, []jobboard.Event{ev(3)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-older; err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for len(order) < 2 {
+		out, err := q.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil || len(out.Messages) == 0 {
+			t.Fatalf("received %v, %v; want 2 messages", order, err)
+		}
+		for _, m := range out.Messages {
+			order = append(order, aws.ToString(m.Body))
+		}
+	}
+	if !strings.Contains(order[0], ev(3).EventID) || !strings.Contains(order[1], ev(2).EventID) {
+		t.Errorf("bodies in order %q; want version 3's, then the held version 2's", order)
+	}
+	if n := rule.held.Load(); n != 1 {
+		t.Errorf("held %d publishes, want 1", n)
 	}
 }

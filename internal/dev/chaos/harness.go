@@ -238,9 +238,18 @@ func (r *run) phases(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	versions, err := st.db.versions(ctx)
+	if err != nil {
+		return err
+	}
+	sequence, err := emailSequence(ctx, st)
+	if err != nil {
+		return err
+	}
 	v := judge(evidence{
 		Committed: committed, Refused: map[string]bool{}, Emails: afterRedrive, DLQ: inDLQ,
 		Lines: lines, Disturbed: st.fleet.disturbedIDs(), Resets: r.inj.ses.resets(), Suppressed: fb.Suppressed,
+		Versions: versions, Sequence: sequence,
 	})
 	allEmails, err := localaws.Emails(ctx, st.sesServer.Endpoint)
 	if err != nil {
@@ -266,6 +275,14 @@ func (r *run) phases(ctx context.Context) error {
 	}
 	rep.Emails += unattributed
 	rep.Lost, rep.Parked, rep.Phantom = v.Lost, v.Parked, v.Phantom
+	rep.Superseded, rep.StaleLast = v.Superseded, v.StaleLast
+	for _, d := range v.OutOfOrder {
+		if d.Inside {
+			rep.OrderInside = append(rep.OrderInside, d)
+		} else {
+			rep.OrderOutside = append(rep.OrderOutside, d)
+		}
+	}
 	for _, d := range v.Duplicates {
 		if d.Inside {
 			rep.Inside = append(rep.Inside, d)
@@ -277,11 +294,13 @@ func (r *run) phases(ctx context.Context) error {
 		"emails_after_load": afterLoad, "emails_after_redrive": afterRedrive, "duplicates": v.Duplicates,
 		"lost": v.Lost, "parked": v.Parked, "ses_resets": r.inj.ses.resets(),
 		"suppressed": v.Suppressed, "late_emails": late,
+		"superseded": v.Superseded, "out_of_order": v.OutOfOrder, "stale_last": v.StaleLast,
 	}); err != nil {
 		return err
 	}
-	r.logf("verdict: %d committed, %d emails, %d lost, %d duplicates inside the window, %d outside; %d suppressed, %d feedback records applied",
-		rep.EventsCommitted, rep.Emails, len(rep.Lost), len(rep.Inside), len(rep.Outside), rep.Suppressed, rep.FeedbackApplied)
+	r.logf("verdict: %d committed, %d emails, %d lost, %d duplicates inside the window, %d outside, %d superseded, %d out of order (%d outside the window); %d suppressed, %d feedback records applied",
+		rep.EventsCommitted, rep.Emails, len(rep.Lost), len(rep.Inside), len(rep.Outside), len(rep.Superseded),
+		len(v.OutOfOrder), len(rep.OrderOutside), rep.Suppressed, rep.FeedbackApplied)
 
 	// The retention probe.
 	probe, err := probeRetention(ctx, st, r.rng, afterRedrive, committed, r.inj.sqs.watchFor)

@@ -35,6 +35,15 @@ type Report struct {
 	Inside          []duplicate
 	Outside         []duplicate
 	Phantom         []string
+	// Superseded: older statuses never emailed because a newer one of the
+	// application was (the worker logged superseded).
+	Superseded []string
+	// OrderInside and OrderOutside: emails that reached a candidate after
+	// a newer status's email, inside and outside the window; StaleLast:
+	// applications whose last email is not their latest status.
+	OrderInside  []duplicate
+	OrderOutside []duplicate
+	StaleLast    []int64
 
 	// The delivery feedback: events not emailed because their address was
 	// suppressed, the suppressed addresses (of SimulatorAddresses), the SES
@@ -86,6 +95,13 @@ func (r *Report) judgeFailures(cfg Config) {
 	}
 	if n := len(r.Outside); n > 0 {
 		fail("%d events were emailed more than once outside the documented window (first: %s, %s)", n, r.Outside[0].EventID, r.Outside[0].Reason)
+	}
+	if n := len(r.OrderOutside); n > 0 {
+		fail("%d emails reached a candidate after a newer status's, outside the documented window (first: %s, %s)",
+			n, r.OrderOutside[0].EventID, r.OrderOutside[0].Reason)
+	}
+	if n := len(r.StaleLast); n > 0 {
+		fail("%d applications' last email is not their latest status (first: application %d)", n, r.StaleLast[0])
 	}
 	if n := len(r.Phantom); n > 0 {
 		fail("%d emails name an event that never committed (first: %s)", n, r.Phantom[0])
@@ -180,6 +196,18 @@ func (r *Report) Print(w io.Writer) {
 		}
 		p("    outside %s: %d emails; %s", d.EventID, d.Emails, d.Reason)
 	}
+	p("  order:       %d older statuses superseded (not emailed: a newer one was); %d emails after a newer status's, %d inside the window, %d outside; %d applications whose last email is not their latest",
+		len(r.Superseded), len(r.OrderInside)+len(r.OrderOutside), len(r.OrderInside), len(r.OrderOutside), len(r.StaleLast))
+	for _, k := range kinds(r.OrderInside) {
+		p("    inside  %4d × %s", k.n, k.kind)
+	}
+	for i, d := range r.OrderOutside {
+		if i == 20 {
+			p("    … %d more outside", len(r.OrderOutside)-20)
+			break
+		}
+		p("    outside %s: %s", d.EventID, d.Reason)
+	}
 	if len(r.Phantom) > 0 {
 		p("  phantom:     %d emails for events that never committed%s", len(r.Phantom), firstFew(r.Phantom))
 	}
@@ -194,7 +222,9 @@ func (r *Report) Print(w io.Writer) {
 	var faults []string
 	for _, k := range allFaultKinds {
 		s := fmt.Sprintf("%s %d", k, r.Faults[k])
-		if n, ok := r.SendsHit[k]; ok {
+		if n, ok := r.SendsHit[k]; ok && k == faultSQSReorder {
+			s += fmt.Sprintf(" (%d publishes held)", n)
+		} else if ok {
 			s += fmt.Sprintf(" (%d sends hit)", n)
 		}
 		if r.Skipped[k] > 0 {

@@ -116,6 +116,26 @@ func emailCounts(ctx context.Context, st *stack) (map[string]int, int, error) {
 	return counts, none, nil
 }
 
+// emailSequence returns the event ids of the status emails in the order
+// the SES stand-in accepted them (its store keeps that order).
+func emailSequence(ctx context.Context, st *stack) ([]string, error) {
+	all, err := localaws.Emails(ctx, st.sesServer.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	verification, err := st.db.verificationEvents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var seq []string
+	for _, e := range all {
+		if id := e.Header(mail.EventIDHeader); id != "" && !verification[id] {
+			seq = append(seq, id)
+		}
+	}
+	return seq, nil
+}
+
 // dlqMessage is a message read from the dead-letter queue.
 type dlqMessage struct {
 	body          string

@@ -32,6 +32,12 @@ type evidence struct {
 	// Suppressed are the events whose claim finished as suppressed: not
 	// emailed, by design (the address bounced or complained).
 	Suppressed map[string]bool
+	// Versions maps the event id of every committed status change to the
+	// version it made (its place in the application's history, plus one).
+	Versions map[string]int64
+	// Sequence lists the event ids of the status emails in the order the
+	// SES stand-in accepted them.
+	Sequence []string
 }
 
 // duplicate is an event emailed more than once, judged against the
@@ -61,6 +67,16 @@ type verdict struct {
 	Phantom []string
 	// RefusedEmailed: refused events that were emailed anyway.
 	RefusedEmailed []string
+	// Superseded: committed, never emailed, a worker logged superseded
+	// for it, and a newer change of its application committed.
+	Superseded []string
+	// OutOfOrder: emails that reached a candidate after the email of a
+	// newer status of the same application, judged against the window.
+	OutOfOrder []duplicate
+	// StaleLast: applications whose last email is not about their latest
+	// change, though that change was emailed (or is in the DLQ), with no
+	// out-of-order email inside the window to explain it.
+	StaleLast []int64
 }
 
 // Outcomes that put an event inside the documented window: the worker
@@ -77,24 +93,32 @@ var windowOutcomes = map[string]bool{"ambiguous_send": true, "lease_lost": true,
 // Anything else is outside the window.
 func judge(e evidence) verdict {
 	var v verdict
-	for _, id := range sortedKeys(e.Committed) {
-		if e.Refused[id] || e.Emails[id] > 0 {
-			continue
-		}
-		if e.Suppressed[id] {
-			v.Suppressed = append(v.Suppressed, id)
-			continue
-		}
-		if e.DLQ[id] {
-			v.Parked = append(v.Parked, id)
-		} else {
-			v.Lost = append(v.Lost, id)
-		}
-	}
 	byEvent := map[string][]recordLine{}
 	for _, l := range e.Lines {
 		byEvent[l.EventID] = append(byEvent[l.EventID], l)
 	}
+	latest := map[int64]int64{} // application → its highest committed version
+	for id, app := range e.Committed {
+		latest[app] = max(latest[app], e.Versions[id])
+	}
+	for _, id := range sortedKeys(e.Committed) {
+		if e.Refused[id] || e.Emails[id] > 0 {
+			continue
+		}
+		switch {
+		case e.Suppressed[id]:
+			v.Suppressed = append(v.Suppressed, id)
+		case e.DLQ[id]:
+			v.Parked = append(v.Parked, id)
+		case e.Versions[id] < latest[e.Committed[id]] && slices.ContainsFunc(byEvent[id], func(l recordLine) bool {
+			return l.Outcome == "superseded"
+		}):
+			v.Superseded = append(v.Superseded, id)
+		default:
+			v.Lost = append(v.Lost, id)
+		}
+	}
+	v.OutOfOrder, v.StaleLast = judgeOrder(e, byEvent, latest)
 	for _, id := range sortedKeys(e.Emails) {
 		n := e.Emails[id]
 		switch {
@@ -112,6 +136,68 @@ func judge(e evidence) verdict {
 		v.Duplicates = append(v.Duplicates, d)
 	}
 	return v
+}
+
+// judgeOrder walks each application's emails in the order SES accepted
+// them: an email about an older version than one before it is out of
+// order. It is inside the window when the older event was claimed by a
+// worker that the harness killed or froze (its lease could run out
+// before it sent, and a newer event take the order meanwhile), or a
+// worker logged ambiguous_send, lease_lost or mark_failed for it.
+// Anything else is outside. An application whose last email is not its
+// latest change, though that change was emailed or parked, with no
+// out-of-order email inside the window, is stale.
+func judgeOrder(e evidence, byEvent map[string][]recordLine, latest map[int64]int64) (outOfOrder []duplicate, stale []int64) {
+	highest := map[int64]int64{} // application → the highest version emailed so far
+	last := map[int64]string{}   // application → the event of its last email
+	explained := map[int64]bool{}
+	for _, id := range e.Sequence {
+		app, ok := e.Committed[id]
+		if !ok {
+			continue // a phantom, counted apart
+		}
+		version := e.Versions[id]
+		if version < highest[app] {
+			d := duplicate{EventID: id, Emails: e.Emails[id]}
+			d.Inside, d.Kind, d.Reason = classifyOrder(byEvent[id], e.Disturbed)
+			d.Reason = fmt.Sprintf("version %d after version %d of application %d: %s", version, highest[app], app, d.Reason)
+			outOfOrder = append(outOfOrder, d)
+			explained[app] = explained[app] || d.Inside
+		}
+		highest[app] = max(highest[app], version)
+		last[app] = id
+	}
+	for _, app := range slices.Sorted(maps.Keys(last)) {
+		if e.Versions[last[app]] == latest[app] || explained[app] {
+			continue
+		}
+		// The latest change not emailed at all is counted as lost or
+		// parked; here it was emailed, and something older came after.
+		for id, a := range e.Committed {
+			if a == app && e.Versions[id] == latest[app] && (e.Emails[id] > 0 || e.DLQ[id]) {
+				stale = append(stale, app)
+				break
+			}
+		}
+	}
+	return outOfOrder, stale
+}
+
+// classifyOrder says whether an email that arrived after a newer status's
+// is inside the window, and why.
+func classifyOrder(lines []recordLine, disturbed map[string]bool) (inside bool, kind, reason string) {
+	for _, l := range lines {
+		if windowOutcomes[l.Outcome] {
+			return true, "logged " + l.Outcome, fmt.Sprintf("%s logged %s", l.Instance, l.Outcome)
+		}
+	}
+	for _, l := range lines {
+		if l.Outcome == "claimed" && disturbed[l.Instance] {
+			return true, "claimed by a killed or frozen worker",
+				fmt.Sprintf("%s claimed it (lease %s) and was killed or frozen: its lease could run out before it sent", l.Instance, l.LeaseToken)
+		}
+	}
+	return false, "outside", summarize(lines)
 }
 
 // classify says whether a duplicate is inside the window, and why.

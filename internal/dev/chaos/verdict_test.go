@@ -148,3 +148,65 @@ func TestQueueReceivesMatchTheTemplate(t *testing.T) {
 		}
 	}
 }
+
+// Statuses of one application: an older one not emailed because a newer
+// one was is superseded, not lost; an email after a newer status's is out
+// of order, inside the window only when a frozen (or killed) worker had
+// claimed it; the last email must be the latest status.
+func TestJudgeOrder(t *testing.T) {
+	t.Parallel()
+	line := func(instance, event, outcome string) recordLine {
+		return recordLine{Instance: instance, EventID: event, Outcome: outcome, LeaseToken: "L-" + event}
+	}
+	v := judge(evidence{
+		// Application 1: a2, a3, a4; application 2: b2, b3; application
+		// 3: c2, c3; application 4: d2, d3.
+		Committed: map[string]int64{"a2": 1, "a3": 1, "a4": 1, "b2": 2, "b3": 2, "c2": 3, "c3": 3, "d2": 4, "d3": 4},
+		Versions:  map[string]int64{"a2": 2, "a3": 3, "a4": 4, "b2": 2, "b3": 3, "c2": 2, "c3": 3, "d2": 2, "d3": 3},
+		Emails:    map[string]int{"a4": 1, "a2": 1, "b3": 1, "b2": 1, "c3": 1, "c2": 1, "d3": 1},
+		// a4, then a2 late (its worker was frozen); b3, then b2 late (no
+		// excuse); c2, c3 in order; d3 only.
+		Sequence: []string{"a4", "b3", "a2", "b2", "c2", "c3", "d3"},
+		Lines: []recordLine{
+			line("worker-1#1", "a2", "claimed"), line("worker-1#1", "a2", "sent"),
+			line("worker-2#1", "a3", "superseded"),
+			line("worker-2#1", "b2", "claimed"), line("worker-2#1", "b2", "sent"),
+			line("worker-2#1", "d2", "sent"), // a line, but no superseded: lost
+		},
+		Disturbed: map[string]bool{"worker-1#1": true},
+		DLQ:       map[string]bool{},
+	})
+	if diff := cmp.Diff([]string{"a3"}, v.Superseded); diff != "" {
+		t.Errorf("Superseded (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"d2"}, v.Lost); diff != "" {
+		t.Errorf("Lost (-want +got):\n%s", diff)
+	}
+	if len(v.OutOfOrder) != 2 {
+		t.Fatalf("OutOfOrder = %+v, want a2 and b2", v.OutOfOrder)
+	}
+	if a, b := v.OutOfOrder[0], v.OutOfOrder[1]; a.EventID != "a2" || !a.Inside || a.Kind != "claimed by a killed or frozen worker" ||
+		b.EventID != "b2" || b.Inside || !strings.Contains(b.Reason, "version 2 after version 3 of application 2") {
+		t.Errorf("OutOfOrder = %+v", v.OutOfOrder)
+	}
+	// Application 2's last email (b2) is not its latest (b3), unexplained;
+	// application 1's is explained by the window.
+	if diff := cmp.Diff([]int64{2}, v.StaleLast); diff != "" {
+		t.Errorf("StaleLast (-want +got):\n%s", diff)
+	}
+}
+
+// The latest status is never superseded: superseded logged for it is lost.
+func TestJudgeTheLatestCannotBeSuperseded(t *testing.T) {
+	t.Parallel()
+	v := judge(evidence{
+		Committed: map[string]int64{"a2": 1, "a3": 1},
+		Versions:  map[string]int64{"a2": 2, "a3": 3},
+		Emails:    map[string]int{"a2": 1},
+		Sequence:  []string{"a2"},
+		Lines:     []recordLine{{Instance: "worker-1#1", EventID: "a3", Outcome: "superseded"}},
+	})
+	if diff := cmp.Diff([]string{"a3"}, v.Lost); diff != "" {
+		t.Errorf("Lost (-want +got):\n%s", diff)
+	}
+}

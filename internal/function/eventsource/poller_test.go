@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/jobboard/jobboard/internal/dev/faultproxy"
 	"github.com/jobboard/jobboard/internal/dev/localaws"
 	"github.com/jobboard/jobboard/internal/function/eventsource"
 	"github.com/jobboard/jobboard/internal/jobboard"
@@ -427,4 +430,86 @@ func TestPollerHandlerPanicFailsTheBatch(t *testing.T) {
 	if n := queueDepth(t, q.Client, q.URL); n != 0 {
 		t.Errorf("queue holds %d messages, want 0", n)
 	}
+}
+
+// A receive whose answer is lost after the queue served it (the
+// connection reset once the stand-in answered) is sent once and reported:
+// its messages are in flight until their visibility timeout, and the SDK
+// must not hide that by receiving the next ones in the same call.
+func TestPollerReportsALostReceiveInsteadOfRetryingIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := localaws.NewTestQueue(t, 200, 3)
+	for range 20 {
+		publish(t, q, newEvent(jobboard.StatusReviewing))
+	}
+	proxy, err := faultproxy.Start(ctx, localaws.SQS(t).Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	var receives atomic.Int64
+	proxy.SetRule(func(r *http.Request, _ []byte) faultproxy.Fault {
+		if r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage" && receives.Add(1) == 1 {
+			return faultproxy.ResetAfter
+		}
+		return faultproxy.Pass
+	})
+	rec := &recorder{}
+	p := &eventsource.Poller{Client: localaws.NewSQSClient(proxy.URL), QueueURL: q.URL, Handler: rec.handle, WaitTimeSeconds: 1}
+
+	received, _, err := p.PollOnce(ctx)
+	if err == nil || received != 0 || len(rec.seen()) != 0 {
+		t.Fatalf("PollOnce with the receive's answer lost = %d, %v (handler saw %d); want an error and nothing handled",
+			received, err, len(rec.seen()))
+	}
+	if n := receives.Load(); n != 1 {
+		t.Errorf("%d ReceiveMessage calls reached the proxy, want 1 (no retry inside the SDK)", n)
+	}
+	if visible, inFlight := counts(t, q); visible != 10 || inFlight != 10 {
+		t.Errorf("visible %d, in flight %d; want 10 and the lost answer's 10", visible, inFlight)
+	}
+	if received, failed, err := p.PollOnce(ctx); err != nil || received != 10 || failed != 0 {
+		t.Errorf("the next poll = %d, %d, %v; want the other 10", received, failed, err)
+	}
+}
+
+// The finding of issue 18: one poller on a fresh queue of 1,000 messages
+// handles them all; none is left in flight for the visibility timeout.
+func TestOnePollerDrainsAThousandMessages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := localaws.NewTestQueue(t, 200, 3)
+	for range 100 {
+		evs := make([]jobboard.Event, 10)
+		for i := range evs {
+			evs[i] = newEvent(jobboard.StatusReviewing)
+		}
+		publish(t, q, evs...)
+	}
+	rec := &recorder{}
+	p := &eventsource.Poller{Client: q.Client, QueueURL: q.URL, Handler: rec.handle, WaitTimeSeconds: 1}
+	for len(rec.seen()) < 1000 {
+		received, _, err := p.PollOnce(ctx)
+		if err != nil || received == 0 {
+			visible, inFlight := counts(t, q)
+			t.Fatalf("after %d handled: poll = %d, %v; the queue holds %d visible, %d in flight", len(rec.seen()), received, err, visible, inFlight)
+		}
+	}
+	if visible, inFlight := counts(t, q); visible != 0 || inFlight != 0 {
+		t.Errorf("visible %d, in flight %d; want none", visible, inFlight)
+	}
+}
+
+// counts returns the queue's visible and in-flight messages.
+func counts(t *testing.T, q localaws.TestQueue) (visible, inFlight int) {
+	t.Helper()
+	out, err := q.Client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.URL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	visible, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	inFlight, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return visible, inFlight
 }
