@@ -1,12 +1,10 @@
 package feedback_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/jobboard/jobboard/internal/dev/localaws"
+	"github.com/jobboard/jobboard/internal/dev/syncio"
 	"github.com/jobboard/jobboard/internal/feedback"
 	"github.com/jobboard/jobboard/internal/function/eventsource"
 	"github.com/jobboard/jobboard/internal/jobboard"
@@ -37,24 +36,6 @@ func (s failingStore) ApplyFeedback(ctx context.Context, f jobboard.Feedback) (j
 	return s.next.ApplyFeedback(ctx, f)
 }
 
-// syncBuffer is a log sink the handler may write from its goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestPartialFailuresReachTheDLQ: in one batch, a hard bounce, a copy of
 // it, a complaint (delivered twice), a malformed message and an event the
 // database keeps failing. The bounce and the complaint suppress once each;
@@ -64,7 +45,7 @@ func TestPartialFailuresReachTheDLQ(t *testing.T) {
 	db := pgtest.NewDB(t)
 	q := localaws.NewTestQueue(t, 1, 2)
 	ctx := context.Background()
-	logs := &syncBuffer{}
+	logs := &syncio.Buffer{}
 	failing := "Delivery:0100019b-message-0004"
 	h, err := feedback.New(feedback.Config{
 		Store:   failingStore{next: db, fail: func(id string) bool { return id == failing }},
