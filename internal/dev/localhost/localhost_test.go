@@ -31,15 +31,15 @@ func TestFreePortsAreDifferent(t *testing.T) {
 	}
 }
 
-// The module root is the repository's: two folders up from this package,
-// with the go.mod in it.
+// The module root is the repository's: three folders up from this
+// package (internal/dev/localhost), with the go.mod in it.
 func TestModuleRoot(t *testing.T) {
 	t.Parallel()
 	root, err := localhost.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := filepath.Abs(filepath.Join("..", ".."))
+	want, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
