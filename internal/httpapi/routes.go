@@ -21,6 +21,7 @@ func (s *server) addRoutes() {
 	s.addKeyed("POST /v1/auth/password-reset/confirm", keysIgnored, s.resetPassword)
 	s.add("GET /v1/me", s.me)
 	s.add("GET /v1/me/applications", s.myApplications)
+	s.add("POST /v1/me/email-delivery/resume", s.resumeEmailDelivery)
 
 	s.add("POST /v1/companies", s.createCompany)
 	s.add("GET /v1/companies/{id}", s.company)

@@ -114,8 +114,10 @@ type Config struct {
 	WebhookURLs   jobboard.WebhookURLPolicy
 
 	// Suppressions tells GET /v1/me whether the account's address is on
-	// the suppression list. Nil: every address is reported deliverable.
-	Suppressions jobboard.SuppressionList
+	// the suppression list, and lifts a complaint its owner withdraws
+	// (POST /v1/me/email-delivery/resume). Nil: every address is reported
+	// deliverable, and that route answers 503.
+	Suppressions jobboard.AccountSuppressions
 }
 
 // relayTimeout bounds the fast-path publish of a status event. It runs
@@ -166,7 +168,7 @@ type server struct {
 	webhookURLs   jobboard.WebhookURLPolicy
 
 	// suppressions is Config's.
-	suppressions jobboard.SuppressionList
+	suppressions jobboard.AccountSuppressions
 }
 
 // NewServer returns the HTTP handler of the job-board API: every route of

@@ -2,6 +2,7 @@ package jobboard
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 )
@@ -109,6 +110,33 @@ type SuppressionList interface {
 	// when it is deliverable). Errors: database errors.
 	Suppression(ctx context.Context, email string) (s Suppression, found bool, err error)
 }
+
+// AccountSuppressions is the suppression list as an account's owner sees
+// it: whether their address is suppressed, and the one lift that is
+// theirs to ask for.
+type AccountSuppressions interface {
+	SuppressionList
+	// WithdrawComplaint lifts the complaint suppression of the actor's own
+	// address, in one statement that finds the address through the actor's
+	// account (so no other address can be named) with a live session, and
+	// returns the address's delivery after it. A bounce suppression is
+	// left as it is: following a verification link lifts it. Errors:
+	// ErrNotSuppressed (nothing to lift: a second call ends here),
+	// ErrSuppressedByBounce, ErrSessionRevoked, ErrNotFound (the account is
+	// gone), database errors.
+	WithdrawComplaint(ctx context.Context, actor Actor) (AddressDelivery, error)
+}
+
+// Errors of lifting a suppression.
+var (
+	// ErrNotSuppressed: the address is not on the suppression list; there
+	// is nothing to lift.
+	ErrNotSuppressed = errors.New("email address is not suppressed")
+	// ErrSuppressedByBounce: the address is suppressed because it bounced,
+	// which a withdrawn complaint does not change; a verification link
+	// that reaches it does.
+	ErrSuppressedByBounce = errors.New("email address is suppressed by a bounce, not a complaint")
+)
 
 // NormalizeEmail is the form addresses are stored and compared in:
 // trimmed and lower-cased.

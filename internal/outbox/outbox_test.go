@@ -548,7 +548,7 @@ func TestSweeperDeletesOldDeliveryFeedback(t *testing.T) {
 	var keys, deliveries []string
 	for q, into := range map[string]*[]string{
 		`SELECT coalesce(array_agg(feedback_id), '{}') FROM email_feedback_events`: &keys,
-		`SELECT coalesce(array_agg(ses_message_id), '{}') FROM email_deliveries`:    &deliveries,
+		`SELECT coalesce(array_agg(ses_message_id), '{}') FROM email_deliveries`:   &deliveries,
 	} {
 		if err := e.Pool.QueryRow(ctx, q).Scan(into); err != nil {
 			t.Fatal(err)

@@ -12,9 +12,10 @@ import (
 )
 
 var (
-	_ jobboard.FeedbackStore     = (*DB)(nil)
-	_ jobboard.SuppressionList   = (*DB)(nil)
-	_ jobboard.FeedbackRetention = (*DB)(nil)
+	_ jobboard.FeedbackStore       = (*DB)(nil)
+	_ jobboard.SuppressionList     = (*DB)(nil)
+	_ jobboard.AccountSuppressions = (*DB)(nil)
+	_ jobboard.FeedbackRetention   = (*DB)(nil)
 )
 
 // applyFeedbackSQL records one SES event, once, in one statement: the
@@ -108,6 +109,55 @@ func (db *DB) Suppression(ctx context.Context, email string) (jobboard.Suppressi
 		return jobboard.Suppression{}, false, fmt.Errorf("suppression of an address: %w", timeout(ctx, err))
 	}
 	return s, true, nil
+}
+
+// withdrawComplaintSQL deletes the complaint suppression of the address of
+// account $1, whose session ($2, as liveSession takes it) is live: the
+// address comes from the account's row, never from the request, so an
+// account lifts its own address's suppression only. It answers whether
+// the session is live, whether a row was deleted, and the suppression's
+// reason as the statement found it (the snapshot before the delete): a
+// bounce, or a complaint another request has just lifted, or none.
+var withdrawComplaintSQL = `
+WITH owner AS (
+	SELECT u.email FROM users u WHERE u.id = $1 AND ` + liveSession("$1", "$2") + `
+), lifted AS (
+	DELETE FROM email_suppressions s USING owner
+	WHERE s.email = owner.email AND s.reason = 'complaint'
+	RETURNING s.email
+)
+SELECT EXISTS (SELECT 1 FROM owner), EXISTS (SELECT 1 FROM lifted),
+       (SELECT s.reason FROM email_suppressions s JOIN owner ON s.email = owner.email)`
+
+// WithdrawComplaint lifts the complaint suppression of the actor's own
+// address (see jobboard.AccountSuppressions), in the request's
+// idempotent write when there is one. Errors: jobboard.ErrNotSuppressed,
+// jobboard.ErrSuppressedByBounce, jobboard.ErrSessionRevoked,
+// jobboard.ErrNotFound, database errors.
+func (db *DB) WithdrawComplaint(ctx context.Context, actor jobboard.Actor) (jobboard.AddressDelivery, error) {
+	q, err := db.writer(ctx)
+	if err != nil {
+		return jobboard.AddressDelivery{}, fmt.Errorf("withdraw complaint of user %d: %w", actor.UserID, err)
+	}
+	var (
+		live, lifted bool
+		reason       *string
+	)
+	err = q.QueryRow(ctx, withdrawComplaintSQL, actor.UserID, actor.PasswordChangedAt).Scan(&live, &lifted, &reason)
+	switch {
+	case err != nil:
+		err = timeout(ctx, err)
+	case !live:
+		err = refusal(ctx, q, actor, jobboard.ErrNotFound)
+	case lifted:
+		// One address, one row: with the complaint gone nothing is left.
+		return jobboard.AddressDelivery{Deliverable: true}, nil
+	case reason != nil && *reason == string(jobboard.SuppressedByBounce):
+		err = jobboard.ErrSuppressedByBounce
+	default:
+		err = jobboard.ErrNotSuppressed
+	}
+	return jobboard.AddressDelivery{}, fmt.Errorf("withdraw complaint of user %d: %w", actor.UserID, err)
 }
 
 // deleteOldFeedbackEventsSQL deletes one batch of the keys of applied
