@@ -263,11 +263,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 // The keys of applied events are what makes a copy of an event change
 // nothing; a copy that arrives after its key is gone is applied again (a
 // bounce lifted by a verification link would come back). A copy lives in
-// the feedback queue at most its MessageRetentionPeriod (4 days), or in
-// its dead-letter queue at most 14 days from its first enqueue, whence a
-// redrive brings it back: the claim retention (at least
-// jobboard.MinRetention, 15 days) outlasts both, for the same reason it
-// outlasts the status queue's copies.
+// the feedback queue at most its MessageRetentionPeriod (4 days), and in
+// its dead-letter queue at most 14 days from its first enqueue: the claim
+// retention (at least jobboard.MinRetention, 15 days; 30 by default)
+// outlasts both. Only a copy that failed ten receives, was redriven from
+// the DLQ (a new retention period) and failed again could outlive its
+// key; unlike a status event, a feedback event has no age past which it
+// is refused (docs/design.md, "Delivery feedback").
 //
 // An email's delivery state is shown in the application's history beside
 // the worker's outcome, which comes from its claim: kept as long as the
