@@ -1,7 +1,8 @@
 // Command sweeper is the outbox sweeper Lambda, invoked on a schedule by
 // EventBridge. It publishes the status events that the API's relay did not
 // (still unpublished after a grace period) and deletes the claims and
-// published outbox rows older than the retention (see internal/outbox).
+// published outbox rows older than the retention (see internal/outbox), and
+// with them the delivery feedback's event keys and delivery states.
 //
 // Outside Lambda (AWS_LAMBDA_RUNTIME_API unset, as under `make dev`) it
 // sweeps every SWEEP_INTERVAL (default 1m) until SIGINT or SIGTERM.
@@ -173,6 +174,7 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		VerificationRequests:  db,
 		PasswordResetRequests: db,
 		Webhooks:              db,
+		Feedback:              db,
 	})
 	if err != nil {
 		db.Close()

@@ -103,6 +103,16 @@ func TestWireBuildsAWorkingSweeper(t *testing.T) {
 	if _, err := e.Pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, ev.EventID); err != nil {
 		t.Fatal(err)
 	}
+	// Delivery feedback past the 15 days' retention, and some within it.
+	for _, age := range []string{"16 days", "14 days"} {
+		if _, err := e.Pool.Exec(ctx, `
+			WITH k AS (INSERT INTO email_feedback_events (feedback_id, kind, ses_message_id, received_at)
+			           VALUES ('Delivery:m-' || $1, 'delivered', 'm-' || $1, now() - $1::interval))
+			INSERT INTO email_deliveries (ses_message_id, email, state, updated_at)
+			VALUES ('m-' || $1, 'ada@example.com', 'delivered', now() - $1::interval)`, age); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// The AWS settings come through getenv, as everything else (awsenv).
 	env := map[string]string{
 		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
@@ -126,14 +136,19 @@ func TestWireBuildsAWorkingSweeper(t *testing.T) {
 	}
 
 	r, err := handle(ctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events"})
-	if err != nil || r.Published != 1 {
-		t.Fatalf("Handle = %+v, %v; want 1 published", r, err)
+	if err != nil || r.Published != 1 || r.FeedbackEventsDeleted != 1 || r.EmailDeliveriesDeleted != 1 {
+		t.Fatalf("Handle = %+v, %v; want 1 published, 1 feedback event and 1 delivery deleted", r, err)
+	}
+	var left int
+	if err := e.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM email_feedback_events WHERE ses_message_id = 'm-14 days')
+		+ (SELECT count(*) FROM email_deliveries WHERE ses_message_id = 'm-14 days')`).Scan(&left); err != nil || left != 2 {
+		t.Errorf("feedback rows within the retention left = %d, %v; want both", left, err)
 	}
 	if n := e.Depth(t, e.QueueURL); n != 1 {
 		t.Errorf("queue depth = %d, want 1", n)
 	}
 	if !strings.Contains(out.String(), `"msg":"sweep done"`) || !strings.Contains(out.String(), `"published":1`) ||
-		!strings.Contains(out.String(), `"OutboxBacklog":0`) {
+		!strings.Contains(out.String(), `"OutboxBacklog":0`) || !strings.Contains(out.String(), `"feedback_events_deleted":1`) {
 		t.Errorf("stdout lacks the report or the metrics line:\n%s", out.String())
 	}
 }

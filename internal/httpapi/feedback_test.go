@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +91,124 @@ func TestHistoryShowsTheCandidateTheirEmails(t *testing.T) {
 		if e.Email != nil {
 			t.Errorf("entry %d: the company sees the candidate's email %+v", i, e.Email)
 		}
+	}
+}
+
+const resumePath = "/v1/me/email-delivery/resume"
+
+// withdrawal is the body of POST /v1/me/email-delivery/resume that lifts a
+// complaint.
+var withdrawal = map[string]any{"withdraw_complaint": true}
+
+// complain records a spam complaint about addr, as the feedback function
+// would.
+func (a *api) complain(kind jobboard.FeedbackKind, addr string) {
+	a.t.Helper()
+	id := fmt.Sprintf("%s:%s:%d", kind, addr, emailSeq.Add(1))
+	if _, err := a.db.ApplyFeedback(context.Background(), jobboard.Feedback{ID: id, Kind: kind, MessageID: "m-" + id,
+		Recipients: []string{addr}, At: time.Now()}); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// The owner of an address that complained withdraws the complaint: the
+// answer and GET /v1/me say email reaches it again; a second call finds
+// nothing to lift (409) and changes nothing, while a retry with the same
+// Idempotency-Key replays the first answer.
+func TestOwnerWithdrawsTheirComplaint(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	u := a.register(jobboard.RoleCandidate)
+	a.complain(jobboard.FeedbackComplained, u.Email)
+	r := a.do("GET", "/v1/me", nil, as(u))
+	want(t, r, http.StatusOK)
+	if d := decodeAs[meAnswer](t, r).EmailDelivery; d.Deliverable || d.Reason != jobboard.SuppressedByComplaint {
+		t.Fatalf("email_delivery before %+v, want the complaint", d)
+	}
+
+	r = a.do("POST", resumePath, withdrawal, as(u), withKey("withdraw-complaint-1"))
+	want(t, r, http.StatusOK)
+	if d := decodeAs[jobboard.AddressDelivery](t, r); !d.Deliverable || d.Reason != "" || d.Since != nil {
+		t.Fatalf("answer %+v, want deliverable", d)
+	}
+	r = a.do("GET", "/v1/me", nil, as(u))
+	if d := decodeAs[meAnswer](t, r).EmailDelivery; !d.Deliverable {
+		t.Fatalf("email_delivery after %+v, want deliverable", d)
+	}
+	var logged bool
+	for _, l := range logLines(t, a.logs) {
+		logged = logged || (l["level"] == "INFO" && l["user_id"] == float64(u.ID) && l["msg"] == "complaint withdrawn by the address's owner: email resumes")
+	}
+	if !logged {
+		t.Error("no INFO line for the withdrawal")
+	}
+
+	replay := a.do("POST", resumePath, withdrawal, as(u), withKey("withdraw-complaint-1"))
+	want(t, replay, http.StatusOK)
+	if replay.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retry with the key: Idempotent-Replayed %q, want true", replay.Header.Get("Idempotent-Replayed"))
+	}
+	wantProblem(t, a.do("POST", resumePath, withdrawal, as(u)), http.StatusConflict, "not-suppressed")
+
+	// A complaint that comes after the withdrawal suppresses again: the
+	// withdrawal lifted what there was, it is no standing permission.
+	a.complain(jobboard.FeedbackComplained, u.Email)
+	if d := decodeAs[meAnswer](t, a.do("GET", "/v1/me", nil, as(u))).EmailDelivery; d.Reason != jobboard.SuppressedByComplaint {
+		t.Fatalf("email_delivery after a new complaint %+v, want the complaint", d)
+	}
+}
+
+// Only the owner of the address lifts its complaint: another account's
+// call finds nothing of its own to lift and leaves it; a bounce is not
+// lifted by a withdrawn complaint; the statement must be made; a caller
+// who is not signed in, or whose session a password reset ended, is
+// refused. None of them changes anything.
+func TestWithdrawingAComplaintIsTheOwnersAlone(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	owner, other, bounced := a.register(jobboard.RoleCandidate), a.register(jobboard.RoleEmployer), a.register(jobboard.RoleCandidate)
+	a.complain(jobboard.FeedbackComplained, owner.Email)
+	a.complain(jobboard.FeedbackBounced, bounced.Email)
+	suppressions := func() string {
+		t.Helper()
+		var s string
+		if err := a.db.Pool.QueryRow(context.Background(),
+			`SELECT string_agg(email || ':' || reason, ',' ORDER BY email) FROM email_suppressions`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := suppressions()
+
+	wantProblem(t, a.do("POST", resumePath, withdrawal, as(other)), http.StatusConflict, "not-suppressed")
+	p := wantProblem(t, a.do("POST", resumePath, withdrawal, as(bounced)), http.StatusConflict, "suppressed-by-bounce")
+	if !strings.Contains(p.Detail, "resend-verification") {
+		t.Errorf("detail %q does not say how a bounce is lifted", p.Detail)
+	}
+	for _, body := range []any{map[string]any{"withdraw_complaint": false}, map[string]any{}} {
+		p := wantProblem(t, a.do("POST", resumePath, body, as(owner)), http.StatusUnprocessableEntity, "validation")
+		if f := p.fields(); len(f) != 1 || f[0] != "withdraw_complaint" {
+			t.Errorf("body %v: fields %v, want withdraw_complaint", body, f)
+		}
+	}
+	wantProblem(t, a.do("POST", resumePath, map[string]any{"withdraw_complaint": true, "email": other.Email}, as(owner)),
+		http.StatusBadRequest, "bad-request")
+	r := a.do("POST", resumePath, withdrawal)
+	wantProblem(t, r, http.StatusUnauthorized, "unauthenticated")
+	if r.Header.Get("WWW-Authenticate") == "" {
+		t.Error("401 without WWW-Authenticate")
+	}
+	wantProblem(t, a.do("POST", resumePath, withdrawal, bearer("not-a-token")), http.StatusUnauthorized, "unauthenticated")
+
+	// A password reset ends the owner's session: the old token lifts
+	// nothing.
+	if _, err := a.db.Pool.Exec(context.Background(),
+		`UPDATE users SET password_changed_at = now() + interval '1 minute' WHERE id = $1`, owner.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, a.do("POST", resumePath, withdrawal, as(owner)), http.StatusUnauthorized, "unauthenticated")
+
+	if after := suppressions(); after != before {
+		t.Fatalf("suppressions %q, want them unchanged: %q", after, before)
 	}
 }

@@ -44,6 +44,9 @@ const (
 	kindVerificationTokenUsed    = "verification-token-used"
 	kindTooManyVerification      = "too-many-verification-emails"
 
+	kindNotSuppressed      = "not-suppressed"
+	kindSuppressedByBounce = "suppressed-by-bounce"
+
 	kindInvalidResetToken = "invalid-password-reset-token"
 	kindResetTokenExpired = "password-reset-token-expired"
 	kindResetTokenUsed    = "password-reset-token-used"
@@ -157,6 +160,10 @@ var errorKinds = []struct {
 	{jobboard.ErrPreconditionFailed, http.StatusPreconditionFailed, kindPreconditionFailed, "The application has changed since you read it (If-Match is stale)."},
 	{jobboard.ErrIdempotencyKeyInUse, http.StatusConflict, kindIdempotencyKeyInUse, "A request with this Idempotency-Key is still in progress; retry it after a moment to get its answer."},
 	{jobboard.ErrAlreadyVerified, http.StatusConflict, kindAlreadyVerified, "Your email address is verified already."},
+	{jobboard.ErrNotSuppressed, http.StatusConflict, kindNotSuppressed,
+		"Email reaches your address already: there is no complaint to withdraw."},
+	{jobboard.ErrSuppressedByBounce, http.StatusConflict, kindSuppressedByBounce,
+		"Your address bounced; a withdrawn complaint does not change that. Ask for a verification email (POST /v1/auth/resend-verification) and follow its link."},
 	{jobboard.ErrVerificationTokenInvalid, http.StatusBadRequest, kindInvalidVerificationToken,
 		"The verification link is not valid (a newer email may have replaced it); sign in and ask for a new one."},
 	{jobboard.ErrVerificationTokenExpired, http.StatusGone, kindVerificationTokenExpired,

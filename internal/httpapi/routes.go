@@ -16,6 +16,7 @@ func (s *server) addRoutes() {
 	s.addWrite("POST /v1/auth/password-reset/confirm", keysIgnored, noWrites(s.resetPassword))
 	s.add("GET /v1/me", s.me)
 	s.add("GET /v1/me/applications", s.myApplications)
+	s.addWrite("POST /v1/me/email-delivery/resume", keysPerUser, s.resumeEmailDelivery)
 
 	s.addWrite("POST /v1/companies", keysPerUser, s.createCompany)
 	s.add("GET /v1/companies/{id}", s.company)

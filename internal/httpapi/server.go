@@ -118,7 +118,9 @@ type Config struct {
 	WebhookURLs   jobboard.WebhookURLPolicy
 
 	// Suppressions tells GET /v1/me whether the account's address is on
-	// the suppression list. Nil: every address is reported deliverable.
+	// the suppression list. Nil: every address is reported deliverable,
+	// and POST /v1/me/email-delivery/resume (which lifts a complaint
+	// through Writes) answers 503.
 	Suppressions jobboard.SuppressionList
 }
 

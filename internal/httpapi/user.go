@@ -185,3 +185,54 @@ type meAnswer struct {
 	jobboard.User
 	EmailDelivery jobboard.AddressDelivery `json:"email_delivery"`
 }
+
+// resumeEmailInput is the body of POST /v1/me/email-delivery/resume: the
+// owner's own statement that they want our email again after marking one
+// as spam. It must be said, not implied by calling the route: a complaint
+// is the one suppression that only its owner may lift.
+type resumeEmailInput struct {
+	WithdrawComplaint bool `json:"withdraw_complaint"`
+}
+
+// errEmailDeliveryOff answers the route when no suppression list is
+// configured.
+var errEmailDeliveryOff = &statusError{http.StatusServiceUnavailable, kindUnavailable, "The suppression list is not configured on this server."}
+
+// resumeEmailDelivery lifts the complaint suppression of the signed-in
+// account's own address, when its owner says they withdraw the complaint,
+// and answers the address's delivery after it. A second call finds nothing
+// to lift (409) and changes nothing; with the same Idempotency-Key it
+// replays the first answer. A bounce is not lifted here: a verification
+// link that reaches the address does that. It sends no email, so it needs
+// no limit of its own: each lift takes a new complaint of the owner's to
+// matter again.
+// POST /v1/me/email-delivery/resume → 200 email_delivery; 400; 401; 409
+// not-suppressed or suppressed-by-bounce; 422.
+func (s *server) resumeEmailDelivery(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
+	a, err := s.actor(r)
+	if err != nil {
+		return err
+	}
+	var in resumeEmailInput
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	if !in.WithdrawComplaint {
+		return &jobboard.ValidationError{Fields: []jobboard.FieldError{{Field: "withdraw_complaint",
+			Detail: "must be true: the owner of the address withdraws their spam complaint"}}}
+	}
+	if s.suppressions == nil {
+		return errEmailDeliveryOff
+	}
+	ctx := r.Context()
+	d, err := st.WithdrawComplaint(ctx, a)
+	if errors.Is(err, jobboard.ErrNotFound) {
+		return fmt.Errorf("token of deleted user %d: %w", a.UserID, jobboard.ErrUnauthenticated)
+	}
+	if err != nil {
+		return err
+	}
+	loggerFrom(ctx, s.log).InfoContext(ctx, "complaint withdrawn by the address's owner: email resumes",
+		slog.Int64("user_id", a.UserID))
+	return writeJSON(w, http.StatusOK, d)
+}

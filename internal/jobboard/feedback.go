@@ -2,6 +2,7 @@ package jobboard
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 )
@@ -110,6 +111,32 @@ type SuppressionList interface {
 	Suppression(ctx context.Context, email string) (s Suppression, found bool, err error)
 }
 
+// SuppressionWrites is the one lift of the suppression list that is an
+// account owner's to ask for, a write of jobboard.Writes (so that a keyed
+// request makes it in its one transaction).
+type SuppressionWrites interface {
+	// WithdrawComplaint lifts the complaint suppression of the actor's own
+	// address, in one statement that finds the address through the actor's
+	// account (so no other address can be named) with a live session, and
+	// returns the address's delivery after it. A bounce suppression is
+	// left as it is: following a verification link lifts it. Errors:
+	// ErrNotSuppressed (nothing to lift: a second call ends here),
+	// ErrSuppressedByBounce, ErrSessionRevoked, ErrNotFound (the account is
+	// gone), database errors.
+	WithdrawComplaint(ctx context.Context, actor Actor) (AddressDelivery, error)
+}
+
+// Errors of lifting a suppression.
+var (
+	// ErrNotSuppressed: the address is not on the suppression list; there
+	// is nothing to lift.
+	ErrNotSuppressed = errors.New("email address is not suppressed")
+	// ErrSuppressedByBounce: the address is suppressed because it bounced,
+	// which a withdrawn complaint does not change; a verification link
+	// that reaches it does.
+	ErrSuppressedByBounce = errors.New("email address is suppressed by a bounce, not a complaint")
+)
+
 // NormalizeEmail is the form addresses are stored and compared in:
 // trimmed and lower-cased.
 func NormalizeEmail(email string) string {
@@ -132,4 +159,17 @@ type AddressDelivery struct {
 	// Reason (bounce or complaint) and Since say why not.
 	Reason SuppressionReason `json:"reason,omitempty"`
 	Since  *time.Time        `json:"since,omitempty"`
+}
+
+// FeedbackRetention deletes what delivery feedback leaves behind once it
+// has served: the keys of applied events and the delivery state of
+// emails.
+type FeedbackRetention interface {
+	// DeleteOldFeedbackEvents deletes the keys of events applied more than
+	// olderThan ago, at most batch rows per statement, and returns how many
+	// it deleted. Errors: database errors.
+	DeleteOldFeedbackEvents(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
+	// DeleteOldEmailDeliveries deletes the delivery state of emails last
+	// changed more than olderThan ago, likewise.
+	DeleteOldEmailDeliveries(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
 }

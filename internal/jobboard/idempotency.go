@@ -67,6 +67,7 @@ type Writes interface {
 	ApplicationWrites
 	UserWrites
 	WebhookWrites
+	SuppressionWrites
 }
 
 // IdempotencyKeyRetention deletes the answers of expired idempotency keys.

@@ -518,3 +518,49 @@ func TestSweeperDeletesOldPasswordResetRequests(t *testing.T) {
 		t.Fatalf("requests left = %d, %v; want the 2 within the window", left, err)
 	}
 }
+
+// The keys of applied delivery feedback events and the emails' delivery
+// states are deleted once older than the retention, as the claims are;
+// younger ones stay. A copy of an event whose key is still there changes
+// nothing.
+func TestSweeperDeletesOldDeliveryFeedback(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	retention := jobboard.MinRetention
+	young := jobboard.Feedback{ID: "Bounce:m-young:fb", Kind: jobboard.FeedbackBounced, MessageID: "m-young",
+		Recipients: []string{"young@example.com"}, At: time.Now().Add(-retention + time.Hour)}
+	for i, f := range []jobboard.Feedback{
+		{ID: "Delivery:m-old", Kind: jobboard.FeedbackDelivered, MessageID: "m-old", Recipients: []string{"old@example.com"}, At: time.Now().Add(-retention - time.Hour)},
+		{ID: "Send:m-older", Kind: jobboard.FeedbackSent, MessageID: "m-older", Recipients: []string{"old@example.com"}, At: time.Now().Add(-2 * retention)},
+		young,
+	} {
+		if _, err := e.DB.ApplyFeedback(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		// The key's age is when it was received: as old as its event here.
+		if _, err := e.Pool.Exec(ctx, `UPDATE email_feedback_events SET received_at = $2 WHERE feedback_id = $1`, f.ID, f.At); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Retention: retention, Feedback: e.DB, DeleteBatch: 1}).Sweep(ctx)
+	if err != nil || r.FeedbackEventsDeleted != 2 || r.EmailDeliveriesDeleted != 2 {
+		t.Fatalf("sweep = %+v, %v; want 2 feedback events and 2 deliveries deleted", r, err)
+	}
+	var keys, deliveries []string
+	for q, into := range map[string]*[]string{
+		`SELECT coalesce(array_agg(feedback_id), '{}') FROM email_feedback_events`: &keys,
+		`SELECT coalesce(array_agg(ses_message_id), '{}') FROM email_deliveries`:   &deliveries,
+	} {
+		if err := e.Pool.QueryRow(ctx, q).Scan(into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(keys, []string{young.ID}) || !slices.Equal(deliveries, []string{young.MessageID}) {
+		t.Fatalf("left: keys %v, deliveries %v; want only the young event's", keys, deliveries)
+	}
+	// The young event's key still makes its copy a duplicate.
+	if res, err := e.DB.ApplyFeedback(ctx, young); err != nil || !res.Duplicate {
+		t.Errorf("a copy of the young event: %+v, %v; want a duplicate", res, err)
+	}
+}

@@ -75,6 +75,10 @@ type SweeperConfig struct {
 	// WebhookOldestUnattemptedSeconds, WebhookDisabledEndpoints) and its
 	// events older than the retention deleted, with their deliveries.
 	Webhooks jobboard.WebhookLogRetention
+	// Feedback, when set, has the keys of applied delivery feedback events
+	// and the delivery state of emails deleted once older than the
+	// retention, as the claims are (see sweepFeedback).
+	Feedback jobboard.FeedbackRetention
 }
 
 // Sweeper publishes the events the relay missed and applies the retention.
@@ -152,6 +156,11 @@ type Report struct {
 	// WebhookEventsDeleted the events the retention removed.
 	Webhooks             jobboard.WebhookBacklog `json:"-"`
 	WebhookEventsDeleted int64                   `json:"webhook_events_deleted"`
+	// FeedbackEventsDeleted counts the keys of applied feedback events,
+	// and EmailDeliveriesDeleted the emails' delivery states, that the
+	// retention removed.
+	FeedbackEventsDeleted  int64 `json:"feedback_events_deleted"`
+	EmailDeliveriesDeleted int64 `json:"email_deliveries_deleted"`
 }
 
 // Sweep publishes the rows left unpublished after the grace period, in
@@ -243,7 +252,40 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	if s.c.Webhooks != nil {
 		errs = append(errs, s.sweepWebhooks(ctx, &r)...)
 	}
+	if s.c.Feedback != nil {
+		errs = append(errs, s.sweepFeedback(ctx, &r)...)
+	}
 	return r, errors.Join(errs...)
+}
+
+// sweepFeedback applies the retention to what delivery feedback leaves.
+//
+// The keys of applied events are what makes a copy of an event change
+// nothing; a copy that arrives after its key is gone is applied again (a
+// bounce lifted by a verification link would come back). A copy lives in
+// the feedback queue at most its MessageRetentionPeriod (4 days), and in
+// its dead-letter queue at most 14 days from its first enqueue: the claim
+// retention (at least jobboard.MinRetention, 15 days; 30 by default)
+// outlasts both. Only a copy that failed ten receives, was redriven from
+// the DLQ (a new retention period) and failed again could outlive its
+// key; unlike a status event, a feedback event has no age past which it
+// is refused (docs/design.md, "Delivery feedback").
+//
+// An email's delivery state is shown in the application's history beside
+// the worker's outcome, which comes from its claim: kept as long as the
+// claim, the two say the same thing; kept longer, the state would outlive
+// the claim it completes. A late event (a bounce hours after the send)
+// comes within days, well inside the retention.
+func (s *Sweeper) sweepFeedback(ctx context.Context, r *Report) []error {
+	var errs []error
+	var err error
+	if r.FeedbackEventsDeleted, err = s.c.Feedback.DeleteOldFeedbackEvents(ctx, s.c.Retention, s.c.DeleteBatch); err != nil {
+		errs = append(errs, fmt.Errorf("sweep: %w", err))
+	}
+	if r.EmailDeliveriesDeleted, err = s.c.Feedback.DeleteOldEmailDeliveries(ctx, s.c.Retention, s.c.DeleteBatch); err != nil {
+		errs = append(errs, fmt.Errorf("sweep: %w", err))
+	}
+	return errs
 }
 
 // sweepWebhooks measures the webhook delivery log and applies the
@@ -298,6 +340,10 @@ func (s *Sweeper) Handle(ctx context.Context, _ events.EventBridgeEvent) (Report
 		attrs = append(attrs, slog.Int64("webhook_pending", r.Webhooks.Pending),
 			slog.Duration("webhook_oldest_unattempted", r.Webhooks.OldestUnattempted),
 			slog.Int64("webhook_events_deleted", r.WebhookEventsDeleted))
+	}
+	if s.c.Feedback != nil {
+		attrs = append(attrs, slog.Int64("feedback_events_deleted", r.FeedbackEventsDeleted),
+			slog.Int64("email_deliveries_deleted", r.EmailDeliveriesDeleted))
 	}
 	if err != nil {
 		s.c.Logger.LogAttrs(ctx, slog.LevelError, "sweep failed", append(attrs, slog.String("error", err.Error()))...)

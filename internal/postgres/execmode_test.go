@@ -162,7 +162,7 @@ func storeWorkload(t *testing.T, db *pgtest.DB, w world) {
 	check("login succeeded", db.LoginSucceeded(ctx, loginKey))
 	for _, sweep := range []func(context.Context, time.Duration, int) (int64, error){
 		db.DeleteExpiredIdempotencyKeys, db.DeleteProcessedEvents, db.DeleteFinishedOutbox,
-		db.DeleteOldLoginFailures, db.DeleteOldVerificationRequests,
+		db.DeleteOldLoginFailures, db.DeleteOldVerificationRequests, db.DeleteOldFeedbackEvents, db.DeleteOldEmailDeliveries,
 	} {
 		_, err := sweep(ctx, time.Hour, 100)
 		check("sweep", err)

@@ -12,8 +12,9 @@ import (
 )
 
 var (
-	_ jobboard.FeedbackStore   = (*DB)(nil)
-	_ jobboard.SuppressionList = (*DB)(nil)
+	_ jobboard.FeedbackStore     = (*DB)(nil)
+	_ jobboard.SuppressionList   = (*DB)(nil)
+	_ jobboard.FeedbackRetention = (*DB)(nil)
 )
 
 // applyFeedbackSQL records one SES event, once, in one statement: the
@@ -107,4 +108,97 @@ func (db *DB) Suppression(ctx context.Context, email string) (jobboard.Suppressi
 		return jobboard.Suppression{}, false, fmt.Errorf("suppression of an address: %w", timeout(ctx, err))
 	}
 	return s, true, nil
+}
+
+// withdrawComplaintSQL deletes the complaint suppression of the address of
+// account $1, whose session ($2, as liveSession takes it) is live: the
+// address comes from the account's row, never from the request, so an
+// account lifts its own address's suppression only. It answers whether
+// the session is live, whether a row was deleted, and the suppression's
+// reason as the statement found it (the snapshot before the delete): a
+// bounce, or a complaint another request has just lifted, or none.
+var withdrawComplaintSQL = `
+WITH owner AS (
+	SELECT u.email FROM users u WHERE u.id = $1 AND ` + liveSession("$1", "$2") + `
+), lifted AS (
+	DELETE FROM email_suppressions s USING owner
+	WHERE s.email = owner.email AND s.reason = 'complaint'
+	RETURNING s.email
+)
+SELECT EXISTS (SELECT 1 FROM owner), EXISTS (SELECT 1 FROM lifted),
+       (SELECT s.reason FROM email_suppressions s JOIN owner ON s.email = owner.email)`
+
+// WithdrawComplaint lifts the complaint suppression of the actor's own
+// address (see jobboard.SuppressionWrites), in the scope of its writes: a
+// statement of its own, or the keyed write's transaction. Errors: jobboard.ErrNotSuppressed,
+// jobboard.ErrSuppressedByBounce, jobboard.ErrSessionRevoked,
+// jobboard.ErrNotFound, database errors.
+func (w writes) WithdrawComplaint(ctx context.Context, actor jobboard.Actor) (jobboard.AddressDelivery, error) {
+	q, err := w.scope.writer(ctx)
+	if err != nil {
+		return jobboard.AddressDelivery{}, fmt.Errorf("withdraw complaint of user %d: %w", actor.UserID, err)
+	}
+	var (
+		live, lifted bool
+		reason       *string
+	)
+	err = q.QueryRow(ctx, withdrawComplaintSQL, actor.UserID, actor.PasswordChangedAt).Scan(&live, &lifted, &reason)
+	switch {
+	case err != nil:
+		err = timeout(ctx, err)
+	case !live:
+		err = refusal(ctx, q, actor, jobboard.ErrNotFound)
+	case lifted:
+		// One address, one row: with the complaint gone nothing is left.
+		return jobboard.AddressDelivery{Deliverable: true}, nil
+	case reason != nil && *reason == string(jobboard.SuppressedByBounce):
+		err = jobboard.ErrSuppressedByBounce
+	default:
+		err = jobboard.ErrNotSuppressed
+	}
+	return jobboard.AddressDelivery{}, fmt.Errorf("withdraw complaint of user %d: %w", actor.UserID, err)
+}
+
+// deleteOldFeedbackEventsSQL deletes one batch of the keys of applied
+// events received more than $1 seconds ago (email_feedback_events_received_idx).
+const deleteOldFeedbackEventsSQL = `
+DELETE FROM email_feedback_events
+WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM email_feedback_events
+	WHERE received_at < now() - make_interval(secs => $1)
+	LIMIT $2))`
+
+// DeleteOldFeedbackEvents deletes the keys of events applied more than
+// olderThan ago, batch rows per statement, and returns how many it deleted
+// (see jobboard.FeedbackRetention). A copy of an event whose key is gone
+// would be applied again, so olderThan must outlast every copy: the
+// sweeper keeps them as long as the worker's claims. Errors: database
+// errors (with the count so far).
+func (db *DB) DeleteOldFeedbackEvents(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
+	n, err := db.deleteInBatches(ctx, deleteOldFeedbackEventsSQL, olderThan, batch)
+	if err != nil {
+		return n, fmt.Errorf("delete old feedback events: %w", err)
+	}
+	return n, nil
+}
+
+// deleteOldEmailDeliveriesSQL deletes one batch of the delivery states
+// last changed more than $1 seconds ago (email_deliveries_updated_idx).
+const deleteOldEmailDeliveriesSQL = `
+DELETE FROM email_deliveries
+WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM email_deliveries
+	WHERE updated_at < now() - make_interval(secs => $1)
+	LIMIT $2))`
+
+// DeleteOldEmailDeliveries deletes the delivery state of emails last
+// changed more than olderThan ago, batch rows per statement, and returns
+// how many it deleted (see jobboard.FeedbackRetention). Errors: database
+// errors (with the count so far).
+func (db *DB) DeleteOldEmailDeliveries(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
+	n, err := db.deleteInBatches(ctx, deleteOldEmailDeliveriesSQL, olderThan, batch)
+	if err != nil {
+		return n, fmt.Errorf("delete old email deliveries: %w", err)
+	}
+	return n, nil
 }

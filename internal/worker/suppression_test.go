@@ -138,3 +138,42 @@ func TestVerificationDoesNotLiftAComplaint(t *testing.T) {
 		t.Errorf("suppression = %+v, %v, %v; want the complaint kept", s, found, err)
 	}
 }
+
+// A complaint is lifted when the address's owner withdraws it: the
+// status email suppressed before goes out for the next change, and
+// another account's withdrawal cannot lift it.
+func TestWithdrawnComplaintLetsTheNextStatusEmailOut(t *testing.T) {
+	t.Parallel()
+	e := workertest.New(t, workertest.Options{})
+	ctx := context.Background()
+	app, other := e.NewApp(t), e.NewApp(t)
+	suppress(t, e, jobboard.FeedbackComplained, app.CandidateEmail)
+	h := e.Handler(t, e.Sender)
+
+	before := app.Event()
+	e.SendBody(t, workertest.Body(t, before))
+	e.Drain(t, e.Poller(h), 30*time.Second)
+	wantClaim(t, e, before.EventID, "suppressed")
+
+	// The other candidate has nothing to withdraw, and their call leaves
+	// the complaint about this address as it is.
+	if _, err := e.DB.WithdrawComplaint(ctx, other.Candidate); !errors.Is(err, jobboard.ErrNotSuppressed) {
+		t.Fatalf("another account's withdrawal = %v, want ErrNotSuppressed", err)
+	}
+	if s, found, err := e.DB.Suppression(ctx, app.CandidateEmail); err != nil || !found || s.Reason != jobboard.SuppressedByComplaint {
+		t.Fatalf("suppression after another account's withdrawal = %+v, %v, %v; want the complaint", s, found, err)
+	}
+
+	d, err := e.DB.WithdrawComplaint(ctx, app.Candidate)
+	if err != nil || !d.Deliverable {
+		t.Fatalf("WithdrawComplaint = %+v, %v; want deliverable", d, err)
+	}
+	after := app.Event()
+	after.OldStatus, after.NewStatus = jobboard.StatusReviewing, jobboard.StatusInterview
+	e.SendBody(t, workertest.Body(t, after))
+	e.Drain(t, e.Poller(h), 30*time.Second)
+	wantClaim(t, e, after.EventID, "sent")
+	if got := e.EmailsTo(t, app.CandidateEmail); len(got) != 1 {
+		t.Errorf("%d emails to %s, want the status email after the withdrawal", len(got), app.CandidateEmail)
+	}
+}
