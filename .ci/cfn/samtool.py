@@ -309,7 +309,16 @@ def attributes_of(schema):
 
 
 class StandInError(Exception):
-    pass
+    """A stand-in's refusal. moto's server answers it with a 500 and logs
+    the traceback from its request thread, which may come after the client
+    has its answer; so each refusal is also kept here, in this process, for
+    the rehearsal to report itself."""
+
+    raised = []
+
+    def __init__(self, message):
+        super().__init__(message)
+        StandInError.raised.append(message)
 
 
 def register_stand_ins():
@@ -690,8 +699,10 @@ def cmd_rehearse(args):
                 Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(values.items())],
                 Capabilities=["CAPABILITY_IAM"],
             )
-        except Exception as e:  # the server's traceback, above on stderr, says why
+        except Exception as e:
             print(f"rehearse {args.set}: create-stack failed: {e}", file=sys.stderr)
+            for refusal in StandInError.raised:  # the server's thread may not have logged it yet
+                print(f"rehearse {args.set}: stand-in refused: {refusal}", file=sys.stderr)
             raise SystemExit(1)
         # moto lists the resources whose condition is false too, with no
         # logical id; CloudFormation does not create them.
