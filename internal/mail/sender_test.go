@@ -320,7 +320,12 @@ func TestSendStatusEmailIsSentOnce(t *testing.T) {
 func TestSendStatusEmailDeadlineIsAmbiguous(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -329,8 +334,14 @@ func TestSendStatusEmailDeadlineIsAmbiguous(t *testing.T) {
 	t.Cleanup(func() { close(release); srv.Close() })
 	s := newSender(t, localaws.NewSESClient(srv.URL))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
+	// The deadline passes once SES holds the request, however slow the
+	// machine: a fixed timeout could pass before the request is written,
+	// which is rightly not ambiguous.
+	ctx := newDeadlineOnSignal()
+	go func() {
+		<-arrived
+		ctx.expire()
+	}()
 	_, err := s.SendStatusEmail(ctx, sampleEmail(jobboard.StatusOffer))
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, jobboard.ErrMailAmbiguous) {
 		t.Fatalf("error = %v, want context.DeadlineExceeded and ErrMailAmbiguous", err)
@@ -344,6 +355,28 @@ func TestSendStatusEmailDeadlineIsAmbiguous(t *testing.T) {
 	cancelDone()
 	if _, err := s.SendStatusEmail(done, sampleEmail(jobboard.StatusOffer)); err == nil || errors.Is(err, jobboard.ErrMailAmbiguous) {
 		t.Errorf("cancelled before sending: %v, want a plain error", err)
+	}
+}
+
+// deadlineOnSignal is a context whose deadline passes when expire is
+// called, not at a time.
+type deadlineOnSignal struct {
+	context.Context
+	done chan struct{}
+}
+
+func newDeadlineOnSignal() *deadlineOnSignal {
+	return &deadlineOnSignal{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *deadlineOnSignal) expire()               { close(c.done) }
+func (c *deadlineOnSignal) Done() <-chan struct{} { return c.done }
+func (c *deadlineOnSignal) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
 	}
 }
 
