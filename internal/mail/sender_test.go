@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -320,12 +322,7 @@ func TestSendStatusEmailIsSentOnce(t *testing.T) {
 func TestSendStatusEmailDeadlineIsAmbiguous(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	arrived := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case arrived <- struct{}{}:
-		default:
-		}
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -334,14 +331,15 @@ func TestSendStatusEmailDeadlineIsAmbiguous(t *testing.T) {
 	t.Cleanup(func() { close(release); srv.Close() })
 	s := newSender(t, localaws.NewSESClient(srv.URL))
 
-	// The deadline passes once SES holds the request, however slow the
-	// machine: a fixed timeout could pass before the request is written,
-	// which is rightly not ambiguous.
-	ctx := newDeadlineOnSignal()
-	go func() {
-		<-arrived
-		ctx.expire()
-	}()
+	// The deadline passes once the request is written, however slow the
+	// machine: a fixed timeout could pass before, which is rightly not
+	// ambiguous. The sender's own trace sees the write first (a trace
+	// added to a context runs before the one it wraps).
+	deadline := newDeadlineOnSignal()
+	var once sync.Once
+	ctx := httptrace.WithClientTrace(deadline, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(deadline.expire) },
+	})
 	_, err := s.SendStatusEmail(ctx, sampleEmail(jobboard.StatusOffer))
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, jobboard.ErrMailAmbiguous) {
 		t.Fatalf("error = %v, want context.DeadlineExceeded and ErrMailAmbiguous", err)
