@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/feedback"
 	"github.com/jobboard/jobboard/internal/function"
@@ -116,12 +115,7 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	logger := s.Logger(stdout)
 	db, err := database.Open(ctx, s.db, getenv, secret.NewClient(s.AWS),
 		postgres.WorkerSession(lockTimeout, idleInTx),
-		func(c *pgxpool.Config) {
-			c.MaxConns = poolSize
-			if c.ConnConfig.RuntimeParams["application_name"] == "" {
-				c.ConnConfig.RuntimeParams["application_name"] = "jobboard-feedback"
-			}
-		})
+		database.Pool(poolSize, "jobboard-feedback"))
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/function/database"
@@ -181,12 +180,7 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	db, err := database.Open(ctx, s.db, getenv, secrets,
 		postgres.WorkerSession(lockTimeout, idleInTx),
 		postgres.SessionRole(s.role),
-		func(c *pgxpool.Config) {
-			c.MaxConns = poolSize
-			if c.ConnConfig.RuntimeParams["application_name"] == "" {
-				c.ConnConfig.RuntimeParams["application_name"] = "jobboard-webhooks"
-			}
-		})
+		database.Pool(poolSize, "jobboard-webhooks"))
 	if err != nil {
 		return nil, err
 	}

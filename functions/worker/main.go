@@ -42,7 +42,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/function/database"
@@ -199,12 +198,7 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	// the worker's connections. application_name tells its sessions apart.
 	db, err := database.Open(ctx, s.db, getenv, secret.NewClient(s.AWS),
 		postgres.WorkerSession(lockTimeout, idleInTx),
-		func(c *pgxpool.Config) {
-			c.MaxConns = poolSize
-			if c.ConnConfig.RuntimeParams["application_name"] == "" {
-				c.ConnConfig.RuntimeParams["application_name"] = "jobboard-worker"
-			}
-		})
+		database.Pool(poolSize, "jobboard-worker"))
 	if err != nil {
 		return nil, err
 	}

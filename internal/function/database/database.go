@@ -100,3 +100,15 @@ func Open(ctx context.Context, s Settings, getenv func(string) string, secrets f
 	}
 	return src.Open(ctx, options...)
 }
+
+// Pool is a function's pool option: at most maxConns connections, its
+// sessions named name (application_name, which tells the functions'
+// sessions apart in pg_stat_activity) unless the database URL names them.
+func Pool(maxConns int32, name string) func(*pgxpool.Config) {
+	return func(c *pgxpool.Config) {
+		c.MaxConns = maxConns
+		if c.ConnConfig.RuntimeParams["application_name"] == "" {
+			c.ConnConfig.RuntimeParams["application_name"] = name
+		}
+	}
+}
