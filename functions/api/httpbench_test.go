@@ -37,7 +37,7 @@ var (
 	benchRounds  = flag.Int("http.rounds", 5, "rounds of each peer per endpoint")
 	benchRound   = flag.Duration("http.round", time.Second, "length of a round of one peer")
 	benchOnly    = flag.String("http.endpoints", "", "comma-separated endpoints to measure (search, job, update); empty: all")
-	benchProfile = flag.String("http.cpuprofile", "", "folder where each API peer writes a CPU profile of its whole run (api.pprof, api-exec.pprof, ...)")
+	benchProfile = flag.String("http.cpuprofile", "", "folder where each peer writes a CPU profile of its whole run (api.pprof, bare.pprof, api-exec.pprof, ...)")
 )
 
 // benchConns is the number of concurrent HTTP connections of the load.
@@ -239,14 +239,14 @@ func (fx *benchFixture) startPeer(ctx context.Context, b *testing.B, kind, mode,
 	if kind == "api" {
 		// The API takes its mode as on AWS.
 		environment = append(environment, "DATABASE_URL="+url, "DATABASE_QUERY_EXEC_MODE="+mode)
-		if *benchProfile != "" {
-			environment = append(environment, benchProfileEnv+"="+filepath.Join(*benchProfile, name+".pprof"))
-		}
 	} else {
 		if mode != "" {
 			url += "&default_query_exec_mode=" + mode
 		}
 		environment = append(environment, "BARE_DATABASE_URL="+url)
+	}
+	if *benchProfile != "" {
+		environment = append(environment, benchProfileEnv+"="+filepath.Join(*benchProfile, name+".pprof"))
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), environment...) // stdout and stderr: /dev/null

@@ -62,6 +62,10 @@ func (s *server) cacheHeaders(h http.Header, signedIn bool, tag string) {
 // cache reads them all.
 func addVary(h http.Header, names ...string) {
 	all := h.Values("Vary")
+	if len(all) == 0 && len(names) == 1 {
+		h.Set("Vary", names[0]) // the common case, without a join
+		return
+	}
 	h.Set("Vary", strings.Join(append(all, names...), ", "))
 }
 

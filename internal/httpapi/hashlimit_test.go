@@ -100,7 +100,7 @@ func TestBusyHashingAnswers503AndCountsNothing(t *testing.T) {
 		TokenKey: []byte("httpapi-test-signing-key-32bytes"),
 		Password: PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}, PasswordHashes: 1, PasswordHashWait: time.Millisecond,
 	})
-	h := s.observe(http.HandlerFunc(s.route))
+	h := s.observe(s.mux)
 	send := func(path, body string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
@@ -174,7 +174,7 @@ func TestRelayDeadlineIsItsOwn(t *testing.T) {
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/auth/register",
 		strings.NewReader(`{"email":"relay@example.com","password":"correct horse battery","name":"R","role":"candidate"}`))
 	before := time.Now()
-	s.observe(http.HandlerFunc(s.route)).ServeHTTP(rec, req)
+	s.observe(s.mux).ServeHTTP(rec, req)
 	if rec.Code != http.StatusCreated {
 		t.Fatalf("register: %d %s", rec.Code, rec.Body)
 	}

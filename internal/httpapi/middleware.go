@@ -51,7 +51,12 @@ func (s *server) requestIDOf(r *http.Request) string {
 
 // observe is the outermost middleware: it assigns the request id, puts it
 // into the context (for loggerFrom and problems), recovers panics and
-// writes one access log line per request.
+// writes one access log line per request: at DEBUG, or at ERROR for a 5xx
+// (WARN for a 503). On AWS the HTTP API's access log already records every
+// request with this id, its status, size and latency, so the function's log
+// keeps only the requests that went wrong unless LOG_LEVEL=debug: a line
+// for every request was the largest cost the API adds to a job read (a
+// write to standard output each; see docs/performance.md).
 func (s *server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -73,28 +78,44 @@ func (s *server) observe(next http.Handler) http.Handler {
 				}
 			}
 			pattern := r.Pattern
-			if pattern == "" {
+			if pattern == "" || pattern == unmatchedPattern {
 				pattern = "unmatched"
 			}
-			level := slog.LevelInfo
+			level := slog.LevelDebug
 			switch {
 			case rec.status == http.StatusServiceUnavailable:
 				level = slog.LevelWarn // overload or an outage, not a bug: logged where it starts
 			case rec.status >= 500:
 				level = slog.LevelError
 			}
-			s.log.LogAttrs(ctx, level, "request",
+			s.logRequest(ctx, level, start,
 				slog.String("request_id", id),
 				slog.String("method", r.Method),
 				slog.String("pattern", pattern),
 				slog.Int("status", rec.status),
 				slog.Int64("bytes", rec.bytes),
-				slog.Duration("duration", time.Since(start)),
 			)
 			s.countRequest(rec.status)
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// logRequest writes the access line of a request that started at start.
+// It hands the record to the handler itself, as slog's Logger would, but
+// without the caller's program counter: the source of every access line is
+// this function, and looking it up (runtime.Callers) was a tenth of the
+// line's cost.
+func (s *server) logRequest(ctx context.Context, level slog.Level, start time.Time, attrs ...slog.Attr) {
+	h := s.log.Handler()
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	now := time.Now()
+	rec := slog.NewRecord(now, level, "request", 0)
+	rec.AddAttrs(attrs...)
+	rec.AddAttrs(slog.Duration("duration", now.Sub(start)))
+	_ = h.Handle(ctx, rec) // a log line that cannot be written has nowhere to be reported
 }
 
 // countRequest writes the request's metric line (Config.Metrics).
@@ -141,14 +162,15 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// route dispatches to the mux, answering unmatched paths with a 404 problem
-// and known paths with a wrong method with a 405 problem and Allow, instead of
-// the mux's plain-text answers.
-func (s *server) route(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := s.mux.Handler(r); pattern != "" {
-		s.mux.ServeHTTP(w, r)
-		return
-	}
+// unmatchedPattern is the catch-all pattern of the mux (see unmatched).
+const unmatchedPattern = "/"
+
+// unmatched answers what no route of the API matches: a known path with a
+// method it does not take gets a 405 problem with Allow, anything else a 404
+// problem, instead of the mux's plain-text answers. It is registered as the
+// mux's catch-all, so a request is matched once, not looked up first to
+// find out whether the mux has a route for it.
+func (s *server) unmatched(w http.ResponseWriter, r *http.Request) {
 	if allow := s.allowed(r); allow != "" {
 		w.Header().Set("Allow", allow)
 		s.writeError(w, r, &statusError{http.StatusMethodNotAllowed, kindMethodNotAllowed,
@@ -165,7 +187,7 @@ func (s *server) allowed(r *http.Request) string {
 	allow := ""
 	for _, m := range probeMethods {
 		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
-		if _, pattern := s.mux.Handler(probe); pattern != "" {
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != unmatchedPattern {
 			if allow != "" {
 				allow += ", "
 			}

@@ -41,6 +41,8 @@ func (s *server) addRoutes() {
 	s.addWrite("POST /v1/companies/{id}/webhooks/{wid}/ping", keysPerUser, s.pingWebhook)
 	s.add("GET /v1/companies/{id}/webhooks/{wid}/deliveries", s.webhookDeliveries)
 	s.addWrite("POST /v1/companies/{id}/webhooks/{wid}/deliveries/{did}/replay", keysPerUser, s.replayWebhookDelivery)
+
+	s.mux.HandleFunc(unmatchedPattern, s.unmatched)
 }
 
 // add registers an apiFunc under a Go 1.22 pattern and remembers the

@@ -181,7 +181,7 @@ type server struct {
 // CORS, and Cache-Control: no-store unless an answer says otherwise.
 func NewServer(cfg Config) http.Handler {
 	s := newServer(cfg)
-	return s.observe(s.cors(noStoreByDefault(http.HandlerFunc(s.route))))
+	return s.observe(s.cors(noStoreByDefault(s.mux)))
 }
 
 func newServer(cfg Config) *server {

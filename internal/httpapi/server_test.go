@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -113,6 +114,10 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 	a := newAPI(t)
 	wantProblem(t, a.do("GET", "/v1/nope", nil), http.StatusNotFound, "not-found")
 	wantProblem(t, a.do("GET", "/v1/jobs/", nil), http.StatusNotFound, "not-found")
+	// The mux's catch-all answers these; it must not pass for a route that
+	// takes every method.
+	wantProblem(t, a.do("GET", "/", nil), http.StatusNotFound, "not-found")
+	wantProblem(t, a.do("POST", "/v1", raw(`{}`)), http.StatusNotFound, "not-found")
 	r := a.do("DELETE", "/v1/jobs/1", nil)
 	wantProblem(t, r, http.StatusMethodNotAllowed, "method-not-allowed")
 	if got := r.Header.Get("Allow"); got != "GET, HEAD, PATCH" {
@@ -338,6 +343,36 @@ func TestRequestIDInEveryLogLine(t *testing.T) {
 }
 
 // failingJobsOnly fails Job for one id only.
+// At LOG_LEVEL info the access lines of the requests that went right (2xx,
+// and the client's errors) are not written: the HTTP API's access log has
+// them on AWS. A 5xx still is, at ERROR, beside the error it logs.
+func TestAccessLinesOfGoodRequestsAreDebug(t *testing.T) {
+	t.Parallel()
+	logs := &syncio.Buffer{}
+	a := newAPI(t, func(c *httpapi.Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Jobs = failingJobsOnly{JobStore: c.Jobs, failID: 999}
+	})
+	w := a.world()
+	setupLines := len(logLines(t, logs))
+	ok := a.do("GET", fmt.Sprintf("/v1/jobs/%d", w.job.ID), nil)
+	want(t, ok, http.StatusOK)
+	wantProblem(t, a.do("GET", "/v1/nope", nil), http.StatusNotFound, "not-found")
+	failed := a.do("GET", "/v1/jobs/999", nil)
+	want(t, failed, http.StatusInternalServerError)
+
+	var access []map[string]any
+	for _, line := range logLines(t, logs)[setupLines:] {
+		if line["msg"] == "request" {
+			access = append(access, line)
+		}
+	}
+	if len(access) != 1 || access[0]["level"] != "ERROR" || access[0]["status"] != float64(http.StatusInternalServerError) ||
+		access[0]["request_id"] != failed.Header.Get("X-Request-Id") {
+		t.Fatalf("access lines at INFO: %v; want only the 500's, at ERROR", access)
+	}
+}
+
 type failingJobsOnly struct {
 	jobboard.JobStore
 	failID int64

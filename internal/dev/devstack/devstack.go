@@ -215,7 +215,9 @@ func Run(ctx context.Context, cfg Config, ready func(Stack)) error {
 		// runs the worker in its Lambda mode, where they are required.
 		"VERIFY_EMAIL_URL=" + VerifyEmailURL,
 		"ACCOUNT_RECOVERY_URL=" + PasswordResetURL,
-		"LOG_LEVEL=INFO",
+		// Every request's access line, and the worker's claims, are at
+		// DEBUG: locally there is no HTTP API access log to read instead.
+		"LOG_LEVEL=DEBUG",
 		"AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=local",
 		"AWS_SECRET_ACCESS_KEY=local",
