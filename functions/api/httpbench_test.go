@@ -44,7 +44,7 @@ var (
 const benchConns = 16
 
 // BenchmarkHTTPVsBare: the API as it serves locally (run, in a process
-// of its own, over loopback HTTP, its access log written to /dev/null)
+// of its own, over loopback HTTP, its log written to /dev/null)
 // against a bare net/http + pgx handler (barePeer: the simplest correct
 // SQL for the same answer, one prepared statement a request, in a process
 // of its own too), over one database of 100,000 jobs, with 16 concurrent

@@ -67,3 +67,11 @@ var (
 	ApplicationSQLWithoutSession = strings.Replace(applicationSQL, "\n  AND "+liveSession("$2", "$3"), "", 1)
 	SessionSQL                   = sessionSQL
 )
+
+// SearchStatements returns the statements SearchJobs sends first for f
+// without an actor, in one round trip: searchHeaderSQL and the page, each
+// with its arguments.
+func (db *DB) SearchStatements(f jobboard.JobFilter) (header string, headerArgs []any, page string, pageArgs []any) {
+	s := db.search(nil, f, pageLimit(f.Limit)+1, 0)
+	return s.header, s.headerArgs, s.page, s.args
+}
