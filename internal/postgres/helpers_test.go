@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
@@ -108,3 +109,25 @@ func wantErr(t testing.TB, err, target error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// timedWay is one way of doing a piece of work, timed by alternately.
+type timedWay struct {
+	name string
+	run  func()
+}
+
+// alternately runs each of ways in turn until b's loop ends, each leading in
+// turn so that none always follows the same one, and returns the time each
+// took in all.
+func alternately(b *testing.B, ways []timedWay) []time.Duration {
+	times := make([]time.Duration, len(ways))
+	for n := 0; b.Loop(); n++ {
+		for k := range ways {
+			i := (n + k) % len(ways)
+			start := time.Now()
+			ways[i].run()
+			times[i] += time.Since(start)
+		}
+	}
+	return times
+}

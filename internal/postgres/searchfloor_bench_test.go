@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -64,10 +63,7 @@ func BenchmarkSearchStatementsByMode(b *testing.B) {
 					b.Fatalf("%d rows, want %d: %v", n, rows, r.Err())
 				}
 			}
-			ways := []struct {
-				name string
-				run  func()
-			}{
+			ways := []timedWay{
 				{"simplest", func() {
 					r, _ := conn.Query(ctx, simplestSearchSQL, f.Query, rows)
 					count(r)
@@ -93,15 +89,7 @@ func BenchmarkSearchStatementsByMode(b *testing.B) {
 					way.run()
 				}
 			}
-			times := make([]time.Duration, len(ways))
-			for n := 0; b.Loop(); n++ {
-				for k := range ways {
-					i := (n + k) % len(ways)
-					start := time.Now()
-					ways[i].run()
-					times[i] += time.Since(start)
-				}
-			}
+			times := alternately(b, ways)
 			for i, way := range ways {
 				b.ReportMetric(float64(times[i].Microseconds())/float64(b.N), way.name+"-µs")
 			}

@@ -43,10 +43,7 @@ func BenchmarkSessionCheck(b *testing.B) {
 		}
 	}
 	changed := w.candidate.PasswordChangedAt
-	ways := []struct {
-		name string
-		run  func()
-	}{
+	ways := []timedWay{
 		{"unchecked", func() { read(postgres.ApplicationSQLWithoutSession, app.ID, w.candidate.UserID) }},
 		{"folded", func() { read(postgres.ApplicationSQL, app.ID, w.candidate.UserID, changed) }},
 		{"separate", func() {
@@ -60,16 +57,7 @@ func BenchmarkSessionCheck(b *testing.B) {
 	for _, way := range ways {
 		way.run() // prepared before timing
 	}
-	times := make([]time.Duration, len(ways))
-	for n := 0; b.Loop(); n++ {
-		// Each way leads in turn, so that none always follows the same one.
-		for k := range ways {
-			i := (n + k) % len(ways)
-			start := time.Now()
-			ways[i].run()
-			times[i] += time.Since(start)
-		}
-	}
+	times := alternately(b, ways)
 	for i, way := range ways {
 		b.ReportMetric(float64(times[i].Microseconds())/float64(b.N), way.name+"-µs")
 		if i > 0 {
