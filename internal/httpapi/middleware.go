@@ -104,8 +104,8 @@ func (s *server) observe(next http.Handler) http.Handler {
 // logRequest writes the access line of a request that started at start.
 // It hands the record to the handler itself, as slog's Logger would, but
 // without the caller's program counter: the source of every access line is
-// this function, and looking it up (runtime.Callers) was a tenth of the
-// line's cost.
+// this function, and looking it up (runtime.Callers) was about a quarter of
+// formatting the line (0.24 of 1.0 µs, measured apart).
 func (s *server) logRequest(ctx context.Context, level slog.Level, start time.Time, attrs ...slog.Attr) {
 	h := s.log.Handler()
 	if !h.Enabled(ctx, level) {
