@@ -126,20 +126,18 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.Lambda && getenv("WEBHOOK_SEALING_KEY") == "" && getenv("WEBHOOK_SEALING_KEY_SECRET_ARN") == "" {
 		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvWebhookSealingKey, secret.EnvWebhookSealingKeyARN))
 	}
-	if v := getenv("DATABASE_STATEMENT_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Millisecond {
-			problems = append(problems, fmt.Errorf("DATABASE_STATEMENT_TIMEOUT %q: want a duration of at least 1ms, such as 5s", v))
-		}
-		s.statementTimeout = d
+	if s.statementTimeout, err = function.ParseDuration("DATABASE_STATEMENT_TIMEOUT", getenv("DATABASE_STATEMENT_TIMEOUT"),
+		s.statementTimeout, time.Millisecond, 0); err != nil {
+		problems = append(problems, err)
 	}
 	if s.corsOrigins, err = httpapi.ParseAllowedOrigins(getenv("CORS_ALLOWED_ORIGINS")); err != nil {
 		problems = append(problems, fmt.Errorf("CORS_ALLOWED_ORIGINS: %w", err))
 	}
-	if s.publicMaxAge, err = cacheDuration("CACHE_MAX_AGE", getenv("CACHE_MAX_AGE")); err != nil {
+	// Cache-Control counts in seconds; unset (zero) is httpapi's default.
+	if s.publicMaxAge, err = function.ParseDuration("CACHE_MAX_AGE", getenv("CACHE_MAX_AGE"), 0, time.Second, 0); err != nil {
 		problems = append(problems, err)
 	}
-	if s.staleWhileRevalidate, err = cacheDuration("CACHE_STALE_WHILE_REVALIDATE", getenv("CACHE_STALE_WHILE_REVALIDATE")); err != nil {
+	if s.staleWhileRevalidate, err = function.ParseDuration("CACHE_STALE_WHILE_REVALIDATE", getenv("CACHE_STALE_WHILE_REVALIDATE"), 0, time.Second, 0); err != nil {
 		problems = append(problems, err)
 	}
 	if s.passwordHashes, err = passwordHashes(getenv); err != nil {
@@ -149,19 +147,6 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		problems = append(problems, err)
 	}
 	return s, errors.Join(problems...)
-}
-
-// cacheDuration reads a caching setting: empty means the default (zero), else
-// a duration of at least a second (Cache-Control counts in seconds).
-func cacheDuration(name, v string) (time.Duration, error) {
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Second {
-		return 0, fmt.Errorf("%s = %q: want a duration of at least 1s, such as 30s", name, v)
-	}
-	return d, nil
 }
 
 // loadTokenKeys returns the token signing keys: JWT_SECRET, or on AWS the

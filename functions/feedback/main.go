@@ -82,10 +82,9 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
 		problems = append(problems, err)
 	}
-	if v := getenv("LOCAL_INVOCATION_TIMEOUT"); v != "" {
-		if s.localTimeout, err = time.ParseDuration(v); err != nil || s.localTimeout < time.Second || s.localTimeout > 15*time.Minute {
-			problems = append(problems, fmt.Errorf("LOCAL_INVOCATION_TIMEOUT = %q: want a duration from 1s to 15m", v))
-		}
+	if s.localTimeout, err = function.ParseDuration("LOCAL_INVOCATION_TIMEOUT", getenv("LOCAL_INVOCATION_TIMEOUT"),
+		s.localTimeout, time.Second, 15*time.Minute); err != nil {
+		problems = append(problems, err)
 	}
 	return s, errors.Join(problems...)
 }

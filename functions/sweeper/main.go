@@ -86,23 +86,17 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
 		problems = append(problems, fmt.Errorf("RETENTION_DAYS: %w", err))
 	}
-	if v := getenv("SWEEP_GRACE"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			problems = append(problems, fmt.Errorf("SWEEP_GRACE = %q: want a positive duration such as 30s", v))
-		}
-		s.grace = d
+	if s.grace, err = function.ParseDuration("SWEEP_GRACE", getenv("SWEEP_GRACE"), s.grace, time.Nanosecond, 0); err != nil {
+		problems = append(problems, err)
 	}
 	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
 		problems = append(problems, err)
 	}
 	// Only the local mode sweeps on a timer; in Lambda the schedule does.
-	if v := getenv("SWEEP_INTERVAL"); v != "" && !s.Lambda {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			problems = append(problems, fmt.Errorf("SWEEP_INTERVAL = %q: want a positive duration such as 30s", v))
+	if !s.Lambda {
+		if s.interval, err = function.ParseDuration("SWEEP_INTERVAL", getenv("SWEEP_INTERVAL"), s.interval, time.Nanosecond, 0); err != nil {
+			problems = append(problems, err)
 		}
-		s.interval = d
 	}
 	return s, errors.Join(problems...)
 }

@@ -130,20 +130,17 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		}
 	}
 	for _, d := range []struct {
-		name, value string
+		name        string
 		into        *time.Duration
-		min, max    time.Duration
+		least, most time.Duration
 	}{
-		{"WEBHOOK_ATTEMPT_TIMEOUT", getenv("WEBHOOK_ATTEMPT_TIMEOUT"), &s.attemptTimeout, time.Second, 20 * time.Second},
-		{"WEBHOOK_BACKOFF_BASE", getenv("WEBHOOK_BACKOFF_BASE"), &s.backoffBase, time.Second, time.Hour},
-		{"WEBHOOK_BACKOFF_MAX", getenv("WEBHOOK_BACKOFF_MAX"), &s.backoffMax, time.Second, webhook.DefaultBackoffMax},
-		{"LOCAL_INVOCATION_TIMEOUT", getenv("LOCAL_INVOCATION_TIMEOUT"), &s.localTimeout, 5 * time.Second, 15 * time.Minute},
+		{"WEBHOOK_ATTEMPT_TIMEOUT", &s.attemptTimeout, time.Second, 20 * time.Second},
+		{"WEBHOOK_BACKOFF_BASE", &s.backoffBase, time.Second, time.Hour},
+		{"WEBHOOK_BACKOFF_MAX", &s.backoffMax, time.Second, webhook.DefaultBackoffMax},
+		{"LOCAL_INVOCATION_TIMEOUT", &s.localTimeout, 5 * time.Second, 15 * time.Minute},
 	} {
-		if d.value == "" {
-			continue
-		}
-		if *d.into, err = time.ParseDuration(d.value); err != nil || *d.into < d.min || *d.into > d.max {
-			problems = append(problems, fmt.Errorf("%s = %q: want a duration from %v to %v", d.name, d.value, d.min, d.max))
+		if *d.into, err = function.ParseDuration(d.name, getenv(d.name), *d.into, d.least, d.most); err != nil {
+			problems = append(problems, err)
 		}
 	}
 	return s, errors.Join(problems...)

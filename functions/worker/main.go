@@ -155,10 +155,9 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
 		missing = append(missing, err)
 	}
-	if v := getenv("LOCAL_INVOCATION_TIMEOUT"); v != "" {
-		if s.localTimeout, err = time.ParseDuration(v); err != nil || s.localTimeout <= 0 {
-			missing = append(missing, fmt.Errorf("LOCAL_INVOCATION_TIMEOUT = %q: want a positive duration such as 30s", v))
-		}
+	if s.localTimeout, err = function.ParseDuration("LOCAL_INVOCATION_TIMEOUT", getenv("LOCAL_INVOCATION_TIMEOUT"),
+		s.localTimeout, time.Nanosecond, 0); err != nil {
+		missing = append(missing, err)
 	}
 	return s, errors.Join(missing...)
 }
