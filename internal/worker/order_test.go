@@ -182,6 +182,26 @@ func (g *gate) hold(call int, _ jobboard.StatusEmail) error {
 	return nil
 }
 
+// overlap has a worker handle ev and holds it at the send of its email; it
+// returns a second worker, with a pool of its own, to act meanwhile, and
+// release, which lets the first send and waits for it to finish.
+func overlap(t *testing.T, e *workertest.Env, ev jobboard.Event) (second *worker.Handler, release func()) {
+	g := newGate()
+	first := e.Handler(t, &workertest.FlakyMailer{Next: e.Sender, Fail: g.hold})
+	second = e.Handler(t, e.Sender, func(c *worker.Config) { c.Store = workertest.OpenWorkerDB(t, e.URL) })
+	done := make(chan struct{})
+	batch := deliver(t, e, ev)
+	go func() {
+		defer close(done)
+		handleOK(t, first, batch)
+	}()
+	<-g.entered
+	return second, func() {
+		close(g.release)
+		<-done
+	}
+}
+
 // Two workers at once, newest first: while one sends the offer, the other
 // gets the interview and the review — both superseded at once, so only the
 // offer reaches the candidate.
@@ -190,21 +210,10 @@ func TestNewestFirstAcrossTwoWorkersAtOnce(t *testing.T) {
 	e := workertest.New(t, workertest.Options{})
 	a := e.NewApp(t)
 	evs := moveApp(t, e, a)
-	g := newGate()
-	first := e.Handler(t, &workertest.FlakyMailer{Next: e.Sender, Fail: g.hold})
-	second := e.Handler(t, e.Sender, func(c *worker.Config) { c.Store = workertest.OpenWorkerDB(t, e.URL) })
-
-	done := make(chan struct{})
-	newest := deliver(t, e, evs[2])
-	go func() {
-		defer close(done)
-		handleOK(t, first, newest)
-	}()
-	<-g.entered
+	second, release := overlap(t, e, evs[2])
 	handleOK(t, second, deliver(t, e, evs[1]))
 	handleOK(t, second, deliver(t, e, evs[0]))
-	close(g.release)
-	<-done
+	release()
 
 	wantSubjects(t, e, a, evs[2])
 	wantOutcome(t, e, evs[2], jobboard.OutcomeSent)
@@ -220,17 +229,7 @@ func TestInOrderAcrossTwoWorkersAtOnce(t *testing.T) {
 	e := workertest.New(t, workertest.Options{})
 	a := e.NewApp(t)
 	evs := moveApp(t, e, a)
-	g := newGate()
-	first := e.Handler(t, &workertest.FlakyMailer{Next: e.Sender, Fail: g.hold})
-	second := e.Handler(t, e.Sender, func(c *worker.Config) { c.Store = workertest.OpenWorkerDB(t, e.URL) })
-
-	done := make(chan struct{})
-	oldest := deliver(t, e, evs[0])
-	go func() {
-		defer close(done)
-		handleOK(t, first, oldest)
-	}()
-	<-g.entered
+	second, release := overlap(t, e, evs[0])
 	batch := deliver(t, e, evs[1])
 	resp, err := second.Handle(context.Background(), batch)
 	if err != nil || len(resp.BatchItemFailures) != 1 {
@@ -239,8 +238,7 @@ func TestInOrderAcrossTwoWorkersAtOnce(t *testing.T) {
 	if cs := e.Claims(t, evs[1].EventID); len(cs) != 0 {
 		t.Errorf("the busy record claimed %+v", cs)
 	}
-	close(g.release)
-	<-done
+	release()
 
 	// Its backoff is short: it is back well before the other lease (the
 	// invocation's 30 s and the 10 s margin) would have run out.
