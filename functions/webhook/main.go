@@ -130,16 +130,16 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		}
 	}
 	for _, d := range []struct {
-		name        string
+		name, value string
 		into        *time.Duration
 		least, most time.Duration
 	}{
-		{"WEBHOOK_ATTEMPT_TIMEOUT", &s.attemptTimeout, time.Second, 20 * time.Second},
-		{"WEBHOOK_BACKOFF_BASE", &s.backoffBase, time.Second, time.Hour},
-		{"WEBHOOK_BACKOFF_MAX", &s.backoffMax, time.Second, webhook.DefaultBackoffMax},
-		{"LOCAL_INVOCATION_TIMEOUT", &s.localTimeout, 5 * time.Second, 15 * time.Minute},
+		{"WEBHOOK_ATTEMPT_TIMEOUT", getenv("WEBHOOK_ATTEMPT_TIMEOUT"), &s.attemptTimeout, time.Second, 20 * time.Second},
+		{"WEBHOOK_BACKOFF_BASE", getenv("WEBHOOK_BACKOFF_BASE"), &s.backoffBase, time.Second, time.Hour},
+		{"WEBHOOK_BACKOFF_MAX", getenv("WEBHOOK_BACKOFF_MAX"), &s.backoffMax, time.Second, webhook.DefaultBackoffMax},
+		{"LOCAL_INVOCATION_TIMEOUT", getenv("LOCAL_INVOCATION_TIMEOUT"), &s.localTimeout, 5 * time.Second, 15 * time.Minute},
 	} {
-		if *d.into, err = function.ParseDuration(d.name, getenv(d.name), *d.into, d.least, d.most); err != nil {
+		if *d.into, err = function.ParseDuration(d.name, d.value, *d.into, d.least, d.most); err != nil {
 			problems = append(problems, err)
 		}
 	}
