@@ -1,7 +1,7 @@
 // Command sweeper is the outbox sweeper Lambda, invoked on a schedule by
 // EventBridge. It publishes the status events that the API's relay did not
 // (still unpublished after a grace period) and deletes the claims and
-// published outbox rows older than the retention (see internal/outbox), and
+// published outbox rows older than the retention (see internal/sweeper), and
 // with them the delivery feedback's event keys and delivery states.
 //
 // Outside Lambda (AWS_LAMBDA_RUNTIME_API unset, as under `make dev`) it
@@ -37,9 +37,9 @@ import (
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/outbox"
 	"github.com/jobboard/jobboard/internal/queue"
 	"github.com/jobboard/jobboard/internal/secret"
+	"github.com/jobboard/jobboard/internal/sweeper"
 )
 
 func main() {
@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // sweepLocally sweeps at once and then every interval until ctx ends. A
 // failed sweep is logged by the sweeper and tried again next time, as the
 // schedule would.
-func sweepLocally(ctx context.Context, interval time.Duration, sw *outbox.Sweeper) error {
+func sweepLocally(ctx context.Context, interval time.Duration, sw *sweeper.Sweeper) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -156,7 +156,7 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	if err != nil {
 		return nil, err
 	}
-	sw, err := outbox.NewSweeper(outbox.SweeperConfig{
+	sw, err := sweeper.New(sweeper.Config{
 		Store:                 db,
 		Publisher:             publisher,
 		Retention:             s.retention,

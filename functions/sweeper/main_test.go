@@ -13,7 +13,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/dev/localaws"
 	"github.com/jobboard/jobboard/internal/jobboard"
-	"github.com/jobboard/jobboard/internal/outbox"
+	"github.com/jobboard/jobboard/internal/sweeper"
 	"github.com/jobboard/jobboard/internal/worker/workertest"
 )
 
@@ -130,7 +130,7 @@ func TestWireBuildsAWorkingSweeper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	handle, ok := w.Handler.(func(context.Context, events.EventBridgeEvent) (outbox.Report, error))
+	handle, ok := w.Handler.(func(context.Context, events.EventBridgeEvent) (sweeper.Report, error))
 	if !ok {
 		t.Fatalf("handler %T; want the sweeper's", w.Handler)
 	}

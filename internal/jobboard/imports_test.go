@@ -21,7 +21,9 @@ var allowedInternal = map[string][]string{
 	"internal/queue":    {"internal/jobboard"},
 	"internal/mail":     {"internal/jobboard"},
 	"internal/worker":   {"internal/jobboard", "internal/emf"},
-	"internal/outbox":   {"internal/jobboard", "internal/emf"},
+	"internal/outbox":   {"internal/jobboard"},
+	// The scheduled sweep: stragglers of the outbox, backlogs, retention.
+	"internal/sweeper": {"internal/jobboard", "internal/emf"},
 	// The delivery feedback function's handler: SES's events, decoded.
 	"internal/feedback": {"internal/jobboard", "internal/emf"},
 	// The webhook delivery function's handler and client, and the

@@ -4,9 +4,9 @@
 //
 //   - Relay, the fast path: the API publishes the event right after the
 //     commit and marks its row published.
-//   - Sweeper, the safety net: a scheduled function publishes the rows still
-//     unpublished after a grace period (the API died between commit and
-//     publish, or SQS refused), and deletes what the pipeline no longer needs.
+//   - The sweeper (package sweeper), the safety net: a scheduled function
+//     publishes the rows still unpublished after a grace period (the API
+//     died between commit and publish, or SQS refused).
 //
 // Either path may publish an event twice (a crash after SendMessage, before
 // the row is marked). The worker's claim on event_id absorbs that.

@@ -1,9 +1,10 @@
 // Package workertest assembles the real peers that the tests of the event
-// pipeline (packages worker and outbox) run against: a fresh PostgreSQL
-// database holding an application, a queue and its dead-letter queue on the
-// local SQS stand-in, a mail.Sender on the local SES stand-in, and the
-// worker's handler wired to them. The only fake is FlakyMailer, which wraps
-// the real sender to inject failures.
+// pipeline (packages worker, outbox and sweeper) run against: a fresh
+// PostgreSQL database holding an application, a queue and its dead-letter
+// queue on the local SQS stand-in, a mail.Sender on the local SES stand-in,
+// and the worker's handler wired to them. The only fakes are FlakyMailer and
+// FaultyPublisher, which wrap the real sender and publisher to inject
+// failures.
 //
 // It is for tests only, like pgtest.
 package workertest

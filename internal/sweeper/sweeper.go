@@ -1,4 +1,8 @@
-package outbox
+// Package sweeper is the scheduled janitor of the database: it publishes
+// the outbox rows that the API's relay (package outbox) left unpublished
+// after a grace period, expires those too old to be published, measures the
+// backlogs, and applies the retention.
+package sweeper
 
 import (
 	"context"
@@ -14,7 +18,7 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
-// Defaults of SweeperConfig.
+// Defaults of Config.
 const (
 	// DefaultGrace leaves a fresh row to the API's relay, which normally
 	// publishes it within milliseconds of the commit.
@@ -31,9 +35,9 @@ const (
 // SendMessageBatch.
 const publishBatch = 10
 
-// SweeperConfig is what a Sweeper needs. Store and Publisher are required;
+// Config is what a Sweeper needs. Store and Publisher are required;
 // zero values of the rest mean their defaults.
-type SweeperConfig struct {
+type Config struct {
 	Store     jobboard.OutboxStore
 	Publisher jobboard.EventPublisher
 	// Grace is how long an unpublished row is left to the relay.
@@ -84,12 +88,12 @@ type SweeperConfig struct {
 // Sweeper publishes the events the relay missed and applies the retention.
 // Two sweepers may run at once: each locks different rows.
 type Sweeper struct {
-	c SweeperConfig
+	c Config
 }
 
-// NewSweeper returns a Sweeper. It returns an error when Store or Publisher
-// is missing or a setting is negative.
-func NewSweeper(c SweeperConfig) (*Sweeper, error) {
+// New returns a Sweeper. It returns an error when Store or Publisher is
+// missing or a setting is negative.
+func New(c Config) (*Sweeper, error) {
 	if c.Store == nil || c.Publisher == nil {
 		return nil, errors.New("sweeper: Store and Publisher are required")
 	}

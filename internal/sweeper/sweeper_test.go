@@ -1,4 +1,4 @@
-package outbox_test
+package sweeper_test
 
 import (
 	"context"
@@ -14,113 +14,17 @@ import (
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/outbox"
+	"github.com/jobboard/jobboard/internal/sweeper"
 	"github.com/jobboard/jobboard/internal/worker/workertest"
 )
 
-// publisher wraps the real queue.Publisher to inject failures: before
-// (nothing reaches the queue), after (the queue has it, the caller hears an
-// error, as when the process dies before marking the row), or refusing
-// some entries (as SendMessageBatch reports refused entries: not sent, not
-// in accepted).
-type publisher struct {
-	next   jobboard.EventPublisher
-	before error
-	after  error
-	refuse map[string]bool
-	calls  int
-}
-
-func (p *publisher) Publish(ctx context.Context, evs []jobboard.Event) ([]string, error) {
-	p.calls++
-	if p.before != nil {
-		return nil, p.before
-	}
-	var sent []jobboard.Event
-	for _, ev := range evs {
-		if !p.refuse[ev.EventID] {
-			sent = append(sent, ev)
-		}
-	}
-	accepted, err := p.next.Publish(ctx, sent)
-	if err != nil {
-		return nil, err
-	}
-	if p.after != nil {
-		return nil, p.after
-	}
-	return accepted, nil
-}
-
-// statusChange changes app's status as its employer and returns the event
-// that the change committed to the outbox.
-func statusChange(t *testing.T, e *workertest.Env, app workertest.App) jobboard.Event {
+func newSweeper(t *testing.T, c sweeper.Config) *sweeper.Sweeper {
 	t.Helper()
-	_, ev, err := e.DB.ChangeStatus(context.Background(), app.Employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
-	if err != nil || ev == nil {
-		t.Fatalf("change status: %v, event %v", err, ev)
-	}
-	return *ev
-}
-
-func isPublished(t *testing.T, e *workertest.Env, eventID string) bool {
-	t.Helper()
-	var published bool
-	if err := e.Pool.QueryRow(context.Background(),
-		`SELECT published_at IS NOT NULL FROM outbox WHERE event_id = $1`, eventID).Scan(&published); err != nil {
-		t.Fatal(err)
-	}
-	return published
-}
-
-func newSweeper(t *testing.T, c outbox.SweeperConfig) *outbox.Sweeper {
-	t.Helper()
-	s, err := outbox.NewSweeper(c)
+	s, err := sweeper.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func TestRelayPublishesAndMarks(t *testing.T) {
-	t.Parallel()
-	e := workertest.New(t, workertest.Options{})
-	ev := statusChange(t, e, e.NewApp(t))
-	// A cancelled request context does not stop the relay: the change is
-	// committed and its event should go out.
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := outbox.NewRelay(e.Publisher(), e.DB).Relay(ctx, ev); err != nil {
-		t.Fatal(err)
-	}
-	if !isPublished(t, e, ev.EventID) {
-		t.Error("outbox row not marked published")
-	}
-	if n := e.Depth(t, e.QueueURL); n != 1 {
-		t.Errorf("queue depth = %d, want 1", n)
-	}
-}
-
-func TestRelayFailureLeavesTheRowForTheSweeper(t *testing.T) {
-	t.Parallel()
-	e := workertest.New(t, workertest.Options{})
-	down := errors.New("injected: SQS unreachable")
-	for name, p := range map[string]*publisher{
-		"publish fails": {next: e.Publisher(), before: down},
-		"queue refuses": {next: e.Publisher(), refuse: map[string]bool{}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			ev := statusChange(t, e, e.NewApp(t))
-			if p.refuse != nil {
-				p.refuse[ev.EventID] = true
-			}
-			if err := outbox.NewRelay(p, e.DB).Relay(context.Background(), ev); err == nil {
-				t.Fatal("Relay succeeded")
-			}
-			if isPublished(t, e, ev.EventID) {
-				t.Error("row marked published")
-			}
-		})
-	}
 }
 
 // 9. The publish after the commit fails: the row stays unpublished, the
@@ -130,8 +34,8 @@ func TestSweeperPublishesWhatTheRelayMissed(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
 	app := e.NewApp(t)
-	ev := statusChange(t, e, app)
-	failing := &publisher{next: e.Publisher(), before: errors.New("injected: SQS unreachable")}
+	ev := e.StatusChange(t, app)
+	failing := &workertest.FaultyPublisher{Next: e.Publisher(), Before: errors.New("injected: SQS unreachable")}
 	if err := outbox.NewRelay(failing, e.DB).Relay(context.Background(), ev); err == nil {
 		t.Fatal("Relay succeeded through a failing publisher")
 	}
@@ -140,21 +44,21 @@ func TestSweeperPublishesWhatTheRelayMissed(t *testing.T) {
 	}
 
 	// Within the grace period the sweeper leaves the row to the relay.
-	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Grace: time.Hour}).Sweep(context.Background())
+	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), Grace: time.Hour}).Sweep(context.Background())
 	if err != nil || r.Published != 0 || e.Depth(t, e.QueueURL) != 0 {
 		t.Fatalf("sweep within grace = %+v, %v; want nothing published", r, err)
 	}
 
-	sweeper := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Grace: time.Microsecond})
-	r, err = sweeper.Sweep(context.Background())
+	s := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), Grace: time.Microsecond})
+	r, err = s.Sweep(context.Background())
 	if err != nil || r.Published != 1 || r.Failed != 0 {
 		t.Fatalf("sweep = %+v, %v; want 1 published", r, err)
 	}
-	if !isPublished(t, e, ev.EventID) {
+	if !e.Published(t, ev.EventID) {
 		t.Error("row not marked published")
 	}
 	// Nothing left: a second sweep publishes nothing.
-	if r, err := sweeper.Sweep(context.Background()); err != nil || r.Published != 0 {
+	if r, err := s.Sweep(context.Background()); err != nil || r.Published != 0 {
 		t.Fatalf("second sweep = %+v, %v", r, err)
 	}
 
@@ -171,12 +75,12 @@ func TestEventPublishedTwiceEmailsOnce(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
 	app := e.NewApp(t)
-	ev := statusChange(t, e, app)
-	crash := &publisher{next: e.Publisher(), after: errors.New("injected: died after SendMessage")}
+	ev := e.StatusChange(t, app)
+	crash := &workertest.FaultyPublisher{Next: e.Publisher(), After: errors.New("injected: died after SendMessage")}
 	if err := outbox.NewRelay(crash, e.DB).Relay(context.Background(), ev); err == nil {
 		t.Fatal("Relay succeeded")
 	}
-	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Grace: time.Microsecond}).Sweep(context.Background())
+	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), Grace: time.Microsecond}).Sweep(context.Background())
 	if err != nil || r.Published != 1 {
 		t.Fatalf("sweep = %+v, %v", r, err)
 	}
@@ -201,31 +105,31 @@ func TestSweeperBatchesAndBounds(t *testing.T) {
 	e := workertest.New(t, workertest.Options{})
 	var evs []jobboard.Event
 	for range 25 {
-		evs = append(evs, statusChange(t, e, e.NewApp(t)))
+		evs = append(evs, e.StatusChange(t, e.NewApp(t)))
 	}
 	ctx := context.Background()
-	counting := &publisher{next: e.Publisher()}
+	counting := &workertest.FaultyPublisher{Next: e.Publisher()}
 
-	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: counting, Grace: time.Microsecond, MaxEvents: 12}).Sweep(ctx)
-	if err != nil || r.Published != 12 || r.Failed != 0 || counting.calls != 2 {
-		t.Fatalf("bounded sweep = %+v, %v, %d publishes; want 12 published in 2 calls", r, err, counting.calls)
+	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: counting, Grace: time.Microsecond, MaxEvents: 12}).Sweep(ctx)
+	if err != nil || r.Published != 12 || r.Failed != 0 || counting.Calls != 2 {
+		t.Fatalf("bounded sweep = %+v, %v, %d publishes; want 12 published in 2 calls", r, err, counting.Calls)
 	}
 
-	refusing := &publisher{next: e.Publisher(), refuse: map[string]bool{evs[14].EventID: true}}
-	r, err = newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: refusing, Grace: time.Microsecond}).Sweep(ctx)
-	if err != nil || r.Published != 9 || r.Failed != 1 || refusing.calls != 1 {
-		t.Fatalf("sweep with a refusal = %+v, %v, %d publishes; want 9 published, 1 failed, then stop", r, err, refusing.calls)
+	refusing := &workertest.FaultyPublisher{Next: e.Publisher(), Refuse: map[string]bool{evs[14].EventID: true}}
+	r, err = newSweeper(t, sweeper.Config{Store: e.DB, Publisher: refusing, Grace: time.Microsecond}).Sweep(ctx)
+	if err != nil || r.Published != 9 || r.Failed != 1 || refusing.Calls != 1 {
+		t.Fatalf("sweep with a refusal = %+v, %v, %d publishes; want 9 published, 1 failed, then stop", r, err, refusing.Calls)
 	}
-	if isPublished(t, e, evs[14].EventID) {
+	if e.Published(t, evs[14].EventID) {
 		t.Error("refused event marked published")
 	}
 
-	r, err = newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Grace: time.Microsecond}).Sweep(ctx)
+	r, err = newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), Grace: time.Microsecond}).Sweep(ctx)
 	if err != nil || r.Published != 4 {
 		t.Fatalf("last sweep = %+v, %v; want the 4 left", r, err)
 	}
 	for _, ev := range evs {
-		if !isPublished(t, e, ev.EventID) {
+		if !e.Published(t, ev.EventID) {
 			t.Errorf("event %s not published", ev.EventID)
 		}
 	}
@@ -234,13 +138,13 @@ func TestSweeperBatchesAndBounds(t *testing.T) {
 	}
 
 	// SQS down: the sweep reports the failure and still applies retention.
-	more := statusChange(t, e, e.NewApp(t))
-	down := &publisher{next: e.Publisher(), before: errors.New("injected: SQS unreachable")}
-	r, err = newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: down, Grace: time.Microsecond}).Sweep(ctx)
+	more := e.StatusChange(t, e.NewApp(t))
+	down := &workertest.FaultyPublisher{Next: e.Publisher(), Before: errors.New("injected: SQS unreachable")}
+	r, err = newSweeper(t, sweeper.Config{Store: e.DB, Publisher: down, Grace: time.Microsecond}).Sweep(ctx)
 	if err == nil || r.Failed != 1 || r.Published != 0 {
 		t.Fatalf("sweep with SQS down = %+v, %v; want 1 failed and an error", r, err)
 	}
-	if isPublished(t, e, more.EventID) {
+	if e.Published(t, more.EventID) {
 		t.Error("event marked published though SQS was down")
 	}
 }
@@ -253,7 +157,7 @@ func TestSweeperRetention(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
 	ctx := context.Background()
-	old, recent := statusChange(t, e, e.NewApp(t)), statusChange(t, e, e.NewApp(t))
+	old, recent := e.StatusChange(t, e.NewApp(t)), e.StatusChange(t, e.NewApp(t))
 	for _, ev := range []jobboard.Event{old, recent} {
 		if err := e.DB.MarkPublished(ctx, []string{ev.EventID}); err != nil {
 			t.Fatal(err)
@@ -263,8 +167,8 @@ func TestSweeperRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stuck := statusChange(t, e, e.NewApp(t)) // never published, too old now
-	late := statusChange(t, e, e.NewApp(t))  // never published, still young enough
+	stuck := e.StatusChange(t, e.NewApp(t)) // never published, too old now
+	late := e.StatusChange(t, e.NewApp(t))  // never published, still young enough
 	for _, q := range []struct {
 		sql string
 		id  string
@@ -280,16 +184,16 @@ func TestSweeperRetention(t *testing.T) {
 	}
 
 	var metrics workertest.LogBuffer
-	s := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Logger: slog.New(slog.NewJSONHandler(e.Logs, nil)), Metrics: &metrics})
+	s := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), Logger: slog.New(slog.NewJSONHandler(e.Logs, nil)), Metrics: &metrics})
 	r, err := s.Handle(ctx, events.EventBridgeEvent{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := outbox.Report{Published: 1, Expired: []string{stuck.EventID}, ProcessedEventsDeleted: 1, OutboxDeleted: 1}
+	want := sweeper.Report{Published: 1, Expired: []string{stuck.EventID}, ProcessedEventsDeleted: 1, OutboxDeleted: 1}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Fatalf("report (-want +got):\n%s", diff)
 	}
-	if !isPublished(t, e, late.EventID) || isPublished(t, e, stuck.EventID) {
+	if !e.Published(t, late.EventID) || e.Published(t, stuck.EventID) {
 		t.Fatal("want the late row published and the stuck one not")
 	}
 	if cs := e.Claims(t, old.EventID); len(cs) != 0 {
@@ -356,7 +260,7 @@ func TestSweeperDeletesOldLoginFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), LoginFailures: e.DB, DeleteBatch: 1})
+	s := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), LoginFailures: e.DB, DeleteBatch: 1})
 	r, err := s.Sweep(ctx)
 	if err != nil || r.LoginFailuresDeleted != 2 {
 		t.Fatalf("sweep = %+v, %v; want 2 login failure counts deleted", r, err)
@@ -370,12 +274,12 @@ func TestSweeperDeletesOldLoginFailures(t *testing.T) {
 
 	// Without LoginFailures nothing is deleted; a failing one fails the
 	// sweep after the other steps ran.
-	stale := statusChange(t, e, e.NewApp(t))
+	stale := e.StatusChange(t, e.NewApp(t))
 	if _, err := e.Pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, stale.EventID); err != nil {
 		t.Fatal(err)
 	}
 	broken := loginRetention{err: errors.New("injected: login_failures unreachable")}
-	r, err = newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), LoginFailures: broken}).Sweep(ctx)
+	r, err = newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), LoginFailures: broken}).Sweep(ctx)
 	if !errors.Is(err, broken.err) || r.Published != 1 {
 		t.Fatalf("sweep with a failing login retention = %+v, %v; want the event published and the error", r, err)
 	}
@@ -394,14 +298,14 @@ func TestSweeperReportsTheBacklog(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
 	ctx := context.Background()
-	first := statusChange(t, e, e.NewApp(t))
-	statusChange(t, e, e.NewApp(t))
+	first := e.StatusChange(t, e.NewApp(t))
+	e.StatusChange(t, e.NewApp(t))
 	if _, err := e.Pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '10 minutes' WHERE event_id = $1`, first.EventID); err != nil {
 		t.Fatal(err)
 	}
 	var metrics workertest.LogBuffer
-	down := &publisher{next: e.Publisher(), before: errors.New("injected: SQS unreachable")}
-	s := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: down, Grace: time.Microsecond, Metrics: &metrics})
+	down := &workertest.FaultyPublisher{Next: e.Publisher(), Before: errors.New("injected: SQS unreachable")}
+	s := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: down, Grace: time.Microsecond, Metrics: &metrics})
 	r, err := s.Handle(ctx, events.EventBridgeEvent{})
 	if err == nil || r.Backlog.Count != 2 || r.Backlog.OldestAge < 10*time.Minute || r.Backlog.OldestAge > 11*time.Minute {
 		t.Fatalf("sweep with SQS down = %+v, %v; want an error and a backlog of 2, the oldest 10 minutes old", r, err)
@@ -428,14 +332,14 @@ func outboxIDs(t *testing.T, e *workertest.Env) []string {
 	return ids
 }
 
-func TestNewSweeperValidates(t *testing.T) {
+func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	if _, err := outbox.NewSweeper(outbox.SweeperConfig{}); err == nil {
-		t.Error("NewSweeper without Store and Publisher succeeded")
+	if _, err := sweeper.New(sweeper.Config{}); err == nil {
+		t.Error("New without Store and Publisher succeeded")
 	}
 	e := workertest.New(t, workertest.Options{})
-	if _, err := outbox.NewSweeper(outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Retention: 14 * 24 * time.Hour}); err == nil {
-		t.Error("NewSweeper with a retention shorter than the minimum succeeded")
+	if _, err := sweeper.New(sweeper.Config{Store: e.DB, Publisher: e.Publisher(), Retention: 14 * 24 * time.Hour}); err == nil {
+		t.Error("New with a retention shorter than the minimum succeeded")
 	}
 }
 
@@ -457,7 +361,7 @@ func TestSweeperDeletesExpiredIdempotencyKeys(t *testing.T) {
 		`UPDATE idempotency_keys SET created_at = now() - interval '24 hours 1 minute' WHERE key LIKE 'expired-%'`); err != nil {
 		t.Fatal(err)
 	}
-	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), IdempotencyKeys: e.DB, DeleteBatch: 1}).Sweep(ctx)
+	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), IdempotencyKeys: e.DB, DeleteBatch: 1}).Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +390,7 @@ func TestSweeperDeletesOldVerificationRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), VerificationRequests: e.DB, DeleteBatch: 1}).Sweep(ctx)
+	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), VerificationRequests: e.DB, DeleteBatch: 1}).Sweep(ctx)
 	if err != nil || r.VerificationRequestsDeleted != 2 {
 		t.Fatalf("sweep = %+v, %v; want 2 verification requests deleted", r, err)
 	}
@@ -509,7 +413,7 @@ func TestSweeperDeletesOldPasswordResetRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), PasswordResetRequests: e.DB, DeleteBatch: 1}).Sweep(ctx)
+	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), PasswordResetRequests: e.DB, DeleteBatch: 1}).Sweep(ctx)
 	if err != nil || r.PasswordResetRequestsDeleted != 2 {
 		t.Fatalf("sweep = %+v, %v; want 2 password reset requests deleted", r, err)
 	}
@@ -543,7 +447,7 @@ func TestSweeperDeletesOldDeliveryFeedback(t *testing.T) {
 			t.Fatal(i, err)
 		}
 	}
-	r, err := newSweeper(t, outbox.SweeperConfig{Store: e.DB, Publisher: e.Publisher(), Retention: retention, Feedback: e.DB, DeleteBatch: 1}).Sweep(ctx)
+	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), Retention: retention, Feedback: e.DB, DeleteBatch: 1}).Sweep(ctx)
 	if err != nil || r.FeedbackEventsDeleted != 2 || r.EmailDeliveriesDeleted != 2 {
 		t.Fatalf("sweep = %+v, %v; want 2 feedback events and 2 deliveries deleted", r, err)
 	}
