@@ -157,18 +157,12 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		return nil, err
 	}
 	sw, err := sweeper.New(sweeper.Config{
-		Store:                 db,
-		Publisher:             publisher,
-		Retention:             s.retention,
-		Grace:                 s.grace,
-		Logger:                logger,
-		Metrics:               stdout,
-		IdempotencyKeys:       db,
-		LoginFailures:         db,
-		VerificationRequests:  db,
-		PasswordResetRequests: db,
-		Webhooks:              db,
-		Feedback:              db,
+		Store:     db,
+		Publisher: publisher,
+		Retention: s.retention,
+		Grace:     s.grace,
+		Logger:    logger,
+		Metrics:   stdout,
 	})
 	if err != nil {
 		db.Close()

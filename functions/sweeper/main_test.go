@@ -136,7 +136,7 @@ func TestWireBuildsAWorkingSweeper(t *testing.T) {
 	}
 
 	r, err := handle(ctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events"})
-	if err != nil || r.Published != 1 || r.FeedbackEventsDeleted != 1 || r.EmailDeliveriesDeleted != 1 {
+	if err != nil || r.Published != 1 || r.Deleted["feedback_events"] != 1 || r.Deleted["email_deliveries"] != 1 {
 		t.Fatalf("Handle = %+v, %v; want 1 published, 1 feedback event and 1 delivery deleted", r, err)
 	}
 	var left int

@@ -146,8 +146,7 @@ type OutboxBacklog struct {
 	OldestAge time.Duration
 }
 
-// OutboxStore is the outbox of events, and the retention of the records the
-// event pipeline leaves behind.
+// OutboxStore is the outbox of events.
 type OutboxStore interface {
 	// MarkPublished records that the queue accepted the events.
 	// Errors: database errors.
@@ -167,13 +166,4 @@ type OutboxStore interface {
 	// Backlog reports the unpublished, unexpired events.
 	// Errors: database errors.
 	Backlog(ctx context.Context) (OutboxBacklog, error)
-	// DeleteProcessedEvents deletes claims older than olderThan, at most
-	// batch rows per statement, and returns how many it deleted.
-	// Errors: database errors.
-	DeleteProcessedEvents(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
-	// DeleteFinishedOutbox deletes outbox rows published or expired more
-	// than olderThan ago, at most batch rows per statement, and returns how
-	// many it deleted. Unpublished rows are never deleted. Errors: database
-	// errors.
-	DeleteFinishedOutbox(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
 }

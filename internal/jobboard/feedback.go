@@ -160,16 +160,3 @@ type AddressDelivery struct {
 	Reason SuppressionReason `json:"reason,omitempty"`
 	Since  *time.Time        `json:"since,omitempty"`
 }
-
-// FeedbackRetention deletes what delivery feedback leaves behind once it
-// has served: the keys of applied events and the delivery state of
-// emails.
-type FeedbackRetention interface {
-	// DeleteOldFeedbackEvents deletes the keys of events applied more than
-	// olderThan ago, at most batch rows per statement, and returns how many
-	// it deleted. Errors: database errors.
-	DeleteOldFeedbackEvents(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
-	// DeleteOldEmailDeliveries deletes the delivery state of emails last
-	// changed more than olderThan ago, likewise.
-	DeleteOldEmailDeliveries(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
-}

@@ -69,11 +69,3 @@ type Writes interface {
 	WebhookWrites
 	SuppressionWrites
 }
-
-// IdempotencyKeyRetention deletes the answers of expired idempotency keys.
-type IdempotencyKeyRetention interface {
-	// DeleteExpiredIdempotencyKeys deletes answers stored more than
-	// olderThan ago, at most batch rows per statement, and returns how many
-	// it deleted. Errors: database errors.
-	DeleteExpiredIdempotencyKeys(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
-}

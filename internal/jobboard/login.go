@@ -99,12 +99,3 @@ type LoginThrottle interface {
 	// returns only storage errors.
 	LoginUndecided(ctx context.Context, keys ...ThrottleKey) error
 }
-
-// LoginFailureRetention forgets failed logins that no longer count.
-type LoginFailureRetention interface {
-	// DeleteOldLoginFailures deletes the counts of keys whose last failure
-	// is older than olderThan and that are not blocked, at most batch rows
-	// per statement, and returns how many it deleted. Errors: database
-	// errors.
-	DeleteOldLoginFailures(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
-}

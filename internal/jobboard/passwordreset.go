@@ -136,12 +136,3 @@ type PasswordResetStore interface {
 	// tokens. Errors: as CheckPasswordResetToken's.
 	ResetPassword(ctx context.Context, tokenHash []byte, passwordHash string, now time.Time) (User, error)
 }
-
-// PasswordResetRequestRetention forgets reset requests that no longer
-// count against any bound.
-type PasswordResetRequestRetention interface {
-	// DeleteOldPasswordResetRequests deletes the requests made more than
-	// olderThan ago, at most batch rows per statement, and returns how many
-	// it deleted. Errors: database errors.
-	DeleteOldPasswordResetRequests(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
-}

@@ -1,7 +1,6 @@
 package jobboard
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -175,13 +174,4 @@ type VerificationEmail struct {
 	// Link is the verification URL, with the token in its query.
 	Link      string
 	ExpiresAt time.Time
-}
-
-// VerificationRequestRetention forgets verification requests that no
-// longer count against any bound.
-type VerificationRequestRetention interface {
-	// DeleteOldVerificationRequests deletes the requests made more than
-	// olderThan ago, at most batch rows per statement, and returns how many
-	// it deleted. Errors: database errors.
-	DeleteOldVerificationRequests(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
 }

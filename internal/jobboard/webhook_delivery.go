@@ -114,13 +114,3 @@ type WebhookBacklog struct {
 	// days of failing), not by their members.
 	DisabledEndpoints int64
 }
-
-// WebhookLogRetention is the sweeper's view of the delivery log.
-type WebhookLogRetention interface {
-	// WebhookBacklog measures the log. Errors: database errors.
-	WebhookBacklog(ctx context.Context) (WebhookBacklog, error)
-	// DeleteOldWebhookEvents deletes the events (with their deliveries and
-	// attempts) older than olderThan, batch per statement, and returns how
-	// many. Errors: database errors.
-	DeleteOldWebhookEvents(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
-}

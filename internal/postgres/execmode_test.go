@@ -160,13 +160,8 @@ func storeWorkload(t *testing.T, db *pgtest.DB, w world) {
 	_, err = db.LoginAttempt(ctx, time.Now(), loginKey)
 	check("login attempt", err)
 	check("login succeeded", db.LoginSucceeded(ctx, loginKey))
-	for _, sweep := range []func(context.Context, time.Duration, int) (int64, error){
-		db.DeleteExpiredIdempotencyKeys, db.DeleteProcessedEvents, db.DeleteFinishedOutbox,
-		db.DeleteOldLoginFailures, db.DeleteOldVerificationRequests, db.DeleteOldFeedbackEvents, db.DeleteOldEmailDeliveries,
-	} {
-		_, err := sweep(ctx, time.Hour, 100)
-		check("sweep", err)
-	}
+	_, err = db.DeleteExpired(ctx, time.Hour, 100)
+	check("delete expired", err)
 }
 
 // The API's reads are planned once per connection in cache_statement: a

@@ -12,9 +12,8 @@ import (
 )
 
 var (
-	_ jobboard.FeedbackStore     = (*DB)(nil)
-	_ jobboard.SuppressionList   = (*DB)(nil)
-	_ jobboard.FeedbackRetention = (*DB)(nil)
+	_ jobboard.FeedbackStore   = (*DB)(nil)
+	_ jobboard.SuppressionList = (*DB)(nil)
 )
 
 // applyFeedbackSQL records one SES event, once, in one statement: the
@@ -157,48 +156,4 @@ func (w writes) WithdrawComplaint(ctx context.Context, actor jobboard.Actor) (jo
 		err = jobboard.ErrNotSuppressed
 	}
 	return jobboard.AddressDelivery{}, fmt.Errorf("withdraw complaint of user %d: %w", actor.UserID, err)
-}
-
-// deleteOldFeedbackEventsSQL deletes one batch of the keys of applied
-// events received more than $1 seconds ago (email_feedback_events_received_idx).
-const deleteOldFeedbackEventsSQL = `
-DELETE FROM email_feedback_events
-WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM email_feedback_events
-	WHERE received_at < now() - make_interval(secs => $1)
-	LIMIT $2))`
-
-// DeleteOldFeedbackEvents deletes the keys of events applied more than
-// olderThan ago, batch rows per statement, and returns how many it deleted
-// (see jobboard.FeedbackRetention). A copy of an event whose key is gone
-// would be applied again, so olderThan must outlast every copy: the
-// sweeper keeps them as long as the worker's claims. Errors: database
-// errors (with the count so far).
-func (db *DB) DeleteOldFeedbackEvents(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
-	n, err := db.deleteInBatches(ctx, deleteOldFeedbackEventsSQL, olderThan, batch)
-	if err != nil {
-		return n, fmt.Errorf("delete old feedback events: %w", err)
-	}
-	return n, nil
-}
-
-// deleteOldEmailDeliveriesSQL deletes one batch of the delivery states
-// last changed more than $1 seconds ago (email_deliveries_updated_idx).
-const deleteOldEmailDeliveriesSQL = `
-DELETE FROM email_deliveries
-WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM email_deliveries
-	WHERE updated_at < now() - make_interval(secs => $1)
-	LIMIT $2))`
-
-// DeleteOldEmailDeliveries deletes the delivery state of emails last
-// changed more than olderThan ago, batch rows per statement, and returns
-// how many it deleted (see jobboard.FeedbackRetention). Errors: database
-// errors (with the count so far).
-func (db *DB) DeleteOldEmailDeliveries(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
-	n, err := db.deleteInBatches(ctx, deleteOldEmailDeliveriesSQL, olderThan, batch)
-	if err != nil {
-		return n, fmt.Errorf("delete old email deliveries: %w", err)
-	}
-	return n, nil
 }

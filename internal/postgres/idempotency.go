@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,9 +12,8 @@ import (
 )
 
 var (
-	_ jobboard.IdempotencyStore        = (*DB)(nil)
-	_ jobboard.IdempotencyKeyRetention = (*DB)(nil)
-	_ jobboard.Writes                  = (*DB)(nil)
+	_ jobboard.IdempotencyStore = (*DB)(nil)
+	_ jobboard.Writes           = (*DB)(nil)
 )
 
 // ttlSeconds is jobboard.IdempotencyKeyTTL as the statements take it.
@@ -191,24 +189,4 @@ func (w *keyedWrite) rollback(ctx context.Context) {
 		_ = w.tx.Rollback(context.WithoutCancel(ctx))
 		w.tx = nil
 	}
-}
-
-// deleteExpiredIdempotencyKeysSQL deletes one batch of expired answers,
-// found through idempotency_keys_created_at_idx.
-const deleteExpiredIdempotencyKeysSQL = `
-DELETE FROM idempotency_keys
-WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM idempotency_keys
-	WHERE created_at < now() - make_interval(secs => $1)
-	LIMIT $2))`
-
-// DeleteExpiredIdempotencyKeys deletes answers stored more than olderThan
-// ago, batch rows per statement, and returns how many it deleted.
-// Errors: database errors (with the count so far).
-func (db *DB) DeleteExpiredIdempotencyKeys(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
-	n, err := db.deleteInBatches(ctx, deleteExpiredIdempotencyKeysSQL, olderThan, batch)
-	if err != nil {
-		return n, fmt.Errorf("delete expired idempotency keys: %w", err)
-	}
-	return n, nil
 }

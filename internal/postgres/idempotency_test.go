@@ -174,7 +174,7 @@ func TestKeyedWriteKeyInUse(t *testing.T) {
 }
 
 // Answers older than the key's lifetime are not found, may be replaced, and
-// are what DeleteExpiredIdempotencyKeys deletes.
+// are what the retention deletes.
 func TestIdempotencyKeyExpiry(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
@@ -199,9 +199,9 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 		t.Fatalf("reused key: %+v, %v", got, err)
 	}
 
-	n, err := db.DeleteExpiredIdempotencyKeys(ctx, jobboard.IdempotencyKeyTTL, 1)
-	if err != nil || n != 1 {
-		t.Fatalf("DeleteExpiredIdempotencyKeys = %d, %v; want 1", n, err)
+	n, err := db.DeleteExpired(ctx, jobboard.DefaultRetention, 1)
+	if err != nil || n["idempotency_keys"] != 1 {
+		t.Fatalf("DeleteExpired = %v, %v; want 1 idempotency key", n, err)
 	}
 	var left []string
 	rows, err := db.Pool.Query(ctx, `SELECT key FROM idempotency_keys ORDER BY key`)

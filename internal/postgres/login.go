@@ -11,10 +11,7 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
-var (
-	_ jobboard.LoginThrottle         = (*DB)(nil)
-	_ jobboard.LoginFailureRetention = (*DB)(nil)
-)
+var _ jobboard.LoginThrottle = (*DB)(nil)
 
 // countAttempt is the upsert that counts an attempt under one key unless
 // the key is blocked at $2, in one step: it holds the row's lock from the
@@ -137,29 +134,4 @@ func (db *DB) LoginUndecided(ctx context.Context, keys ...jobboard.ThrottleKey) 
 		return fmt.Errorf("take back login attempt: %w", timeout(ctx, err))
 	}
 	return nil
-}
-
-// deleteOldLoginFailuresSQL deletes one batch of counts whose last failure
-// is older than $1 seconds (through login_failures_last_failure_idx) and
-// that block nothing any more. Such a count no longer matters: the next
-// failure would start it again at 1. A count that a new failure updates
-// meanwhile has another ctid and stays.
-const deleteOldLoginFailuresSQL = `
-DELETE FROM login_failures
-WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM login_failures
-	WHERE last_failure < now() - make_interval(secs => $1)
-	  AND (blocked_until IS NULL OR blocked_until < now())
-	LIMIT $2))`
-
-// DeleteOldLoginFailures deletes the counts of keys whose last failure is
-// older than olderThan and that are not blocked, batch rows per statement
-// (each its own transaction), until none is left, and returns how many it
-// deleted. Errors: database errors (with the count so far).
-func (db *DB) DeleteOldLoginFailures(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
-	n, err := db.deleteInBatches(ctx, deleteOldLoginFailuresSQL, olderThan, batch)
-	if err != nil {
-		return n, fmt.Errorf("delete old login failures: %w", err)
-	}
-	return n, nil
 }

@@ -203,7 +203,8 @@ func TestLoginAttemptTwoKeysParallel(t *testing.T) {
 }
 
 // The retention deletes the counts whose last failure is older than the
-// given age, unless still blocked, and keeps the others.
+// login policy's reset period (24 hours), unless still blocked, and keeps
+// the others.
 func TestDeleteOldLoginFailures(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
@@ -231,9 +232,9 @@ func TestDeleteOldLoginFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := db.DeleteOldLoginFailures(ctx, 24*time.Hour, 2)
-	if err != nil || n != 6 {
-		t.Fatalf("DeleteOldLoginFailures = %d, %v; want 6", n, err)
+	n, err := db.DeleteExpired(ctx, jobboard.DefaultRetention, 2)
+	if err != nil || n["login_failures"] != 6 {
+		t.Fatalf("DeleteExpired = %v, %v; want 6 login failure counts", n, err)
 	}
 	for _, c := range []struct {
 		email string
@@ -244,7 +245,7 @@ func TestDeleteOldLoginFailures(t *testing.T) {
 			t.Errorf("%s kept = %t, want %t", c.email, got, c.kept)
 		}
 	}
-	if _, err := db.DeleteOldLoginFailures(ctx, time.Hour, 0); err == nil {
+	if _, err := db.DeleteExpired(ctx, jobboard.DefaultRetention, 0); err == nil {
 		t.Error("batch 0 accepted")
 	}
 }

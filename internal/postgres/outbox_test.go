@@ -240,16 +240,15 @@ func TestRetentionDeletesOnlyOldRows(t *testing.T) {
 	}
 
 	// A batch of 2 makes the 5 old claims take three statements.
-	n, err := w.db.DeleteProcessedEvents(ctx, retention, 2)
-	if err != nil || n != 5 {
-		t.Fatalf("deleted %d claims, %v; want 5", n, err)
+	n, err := w.db.DeleteExpired(ctx, retention, 2)
+	if err != nil || n["processed_events"] != 5 {
+		t.Fatalf("deleted %v, %v; want 5 claims", n, err)
 	}
 	if left := count(t, w.db, `SELECT count(*) FROM processed_events`); left != 2 {
 		t.Fatalf("claims left = %d, want 2", left)
 	}
-	n, err = w.db.DeleteFinishedOutbox(ctx, retention, 2)
-	if err != nil || n != 2 {
-		t.Fatalf("deleted %d outbox rows, %v; want 2", n, err)
+	if n["outbox"] != 2 {
+		t.Fatalf("deleted %d outbox rows; want 2", n["outbox"])
 	}
 	if left := count(t, w.db, `SELECT count(*) FROM outbox WHERE event_id = ANY($1::uuid[])`, []string{evs[0].EventID, evs[3].EventID}); left != 0 {
 		t.Errorf("the old published or expired rows are still there")
@@ -258,8 +257,8 @@ func TestRetentionDeletesOnlyOldRows(t *testing.T) {
 		t.Errorf("outbox rows left = %d, want 2", left)
 	}
 	// Nothing more to delete: a second run is a no-op.
-	if n, err := w.db.DeleteProcessedEvents(ctx, retention, 2); err != nil || n != 0 {
-		t.Errorf("second run deleted %d, %v", n, err)
+	if n, err := w.db.DeleteExpired(ctx, retention, 2); err != nil || n["processed_events"] != 0 {
+		t.Errorf("second run deleted %v, %v", n, err)
 	}
 }
 

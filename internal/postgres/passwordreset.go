@@ -13,10 +13,7 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
-var (
-	_ jobboard.PasswordResetStore            = (*DB)(nil)
-	_ jobboard.PasswordResetRequestRetention = (*DB)(nil)
-)
+var _ jobboard.PasswordResetStore = (*DB)(nil)
 
 // resetLockClass is the first key of the advisory locks that put the reset
 // requests of one address in line; the second is drawn from the address's
@@ -234,17 +231,4 @@ FROM claim LEFT JOIN target t ON true LEFT JOIN token ON true`
 var linkTokenTTL = map[string]time.Duration{
 	jobboard.EventTypeEmailVerificationRequested: jobboard.VerificationTokenTTL,
 	jobboard.EventTypePasswordResetRequested:     jobboard.PasswordResetTokenTTL,
-}
-
-var deleteOldPasswordResetRequestsSQL = deleteOldRequestsSQL("password_reset_requests")
-
-// DeleteOldPasswordResetRequests deletes reset requests made more than
-// olderThan ago, batch rows per statement, and returns how many it
-// deleted. Errors: database errors (with the count so far).
-func (db *DB) DeleteOldPasswordResetRequests(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
-	n, err := db.deleteInBatches(ctx, deleteOldPasswordResetRequestsSQL, olderThan, batch)
-	if err != nil {
-		return n, fmt.Errorf("delete old password reset requests: %w", err)
-	}
-	return n, nil
 }

@@ -198,8 +198,8 @@ func TestStoresRefuseEndedSessions(t *testing.T) {
 	}
 }
 
-// Reset requests older than the window are deleted in batches; the newer
-// ones stay.
+// Reset requests older than the window (an hour) are deleted in batches;
+// the newer ones stay.
 func TestDeleteOldPasswordResetRequests(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
@@ -210,9 +210,9 @@ func TestDeleteOldPasswordResetRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := db.DeleteOldPasswordResetRequests(ctx, time.Hour, 2)
-	if err != nil || n != 3 {
-		t.Fatalf("DeleteOldPasswordResetRequests = %d, %v; want 3", n, err)
+	n, err := db.DeleteExpired(ctx, jobboard.DefaultRetention, 2)
+	if err != nil || n["password_reset_requests"] != 3 {
+		t.Fatalf("DeleteExpired = %v, %v; want 3 password reset requests", n, err)
 	}
 	if left := count(t, db, `SELECT count(*) FROM password_reset_requests`); left != 1 {
 		t.Fatalf("%d requests left, want 1", left)

@@ -213,30 +213,3 @@ func (w writes) VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time
 	}
 	return jobboard.User{}, fmt.Errorf("verify email: %w", err)
 }
-
-// deleteOldRequestsSQL deletes one batch of the requests of table (a
-// table of email requests with requested_at, verification or password
-// reset) older than the window ($1 seconds), at most $2 rows, through
-// neither of its indexes: requested_at leads none, but the table holds at
-// most an hour of requests plus what this deletes.
-func deleteOldRequestsSQL(table string) string {
-	return `
-DELETE FROM ` + table + `
-WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM ` + table + `
-	WHERE requested_at < now() - make_interval(secs => $1)
-	LIMIT $2))`
-}
-
-var deleteOldVerificationRequestsSQL = deleteOldRequestsSQL("email_verification_requests")
-
-// DeleteOldVerificationRequests deletes verification requests made more
-// than olderThan ago, batch rows per statement, and returns how many it
-// deleted. Errors: database errors (with the count so far).
-func (db *DB) DeleteOldVerificationRequests(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
-	n, err := db.deleteInBatches(ctx, deleteOldVerificationRequestsSQL, olderThan, batch)
-	if err != nil {
-		return n, fmt.Errorf("delete old verification requests: %w", err)
-	}
-	return n, nil
-}

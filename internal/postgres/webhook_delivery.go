@@ -13,10 +13,7 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
-var (
-	_ jobboard.WebhookAttemptStore = (*DB)(nil)
-	_ jobboard.WebhookLogRetention = (*DB)(nil)
-)
+var _ jobboard.WebhookAttemptStore = (*DB)(nil)
 
 // The delivery function's statements. They run as the database role
 // jobboard_webhooks (migration 008), whose grants are exactly what they
@@ -236,26 +233,6 @@ func (db *DB) WebhookBacklog(ctx context.Context) (jobboard.WebhookBacklog, erro
 		return jobboard.WebhookBacklog{}, fmt.Errorf("webhook backlog: %w", err)
 	}
 	return b, nil
-}
-
-// deleteOldWebhookEventsSQL deletes one batch of old events; their
-// deliveries and attempts go with them (ON DELETE CASCADE).
-const deleteOldWebhookEventsSQL = `
-DELETE FROM webhook_events
-WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM webhook_events
-	WHERE occurred_at < now() - make_interval(secs => $1)
-	LIMIT $2))`
-
-// DeleteOldWebhookEvents deletes the events older than olderThan with
-// their deliveries and attempts, batch events per statement, and returns
-// how many events. Errors: database errors (with the count so far).
-func (db *DB) DeleteOldWebhookEvents(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
-	n, err := db.deleteInBatches(ctx, deleteOldWebhookEventsSQL, olderThan, batch)
-	if err != nil {
-		return n, fmt.Errorf("delete old webhook events: %w", err)
-	}
-	return n, nil
 }
 
 // WebhookRole is the database role of the delivery function (migration

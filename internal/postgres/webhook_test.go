@@ -604,9 +604,9 @@ func TestWebhookBacklogAndRetention(t *testing.T) {
 		WHERE id = (SELECT event_id FROM webhook_deliveries ORDER BY id LIMIT 1)`); err != nil {
 		t.Fatal(err)
 	}
-	n, err := w.db.DeleteOldWebhookEvents(ctx, jobboard.DefaultRetention, 1)
-	if err != nil || n != 1 {
-		t.Fatalf("retention deleted %d, %v", n, err)
+	n, err := w.db.DeleteExpired(ctx, jobboard.DefaultRetention, 1)
+	if err != nil || n["webhook_events"] != 1 {
+		t.Fatalf("retention deleted %v, %v; want 1 webhook event", n, err)
 	}
 	if left := count(t, w.db, `SELECT count(*) FROM webhook_deliveries`); left != 1 {
 		t.Errorf("%d deliveries left, want 1", left)

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -35,17 +37,32 @@ const (
 // SendMessageBatch.
 const publishBatch = 10
 
-// Config is what a Sweeper needs. Store and Publisher are required;
-// zero values of the rest mean their defaults.
+// Store is the database as a sweep uses it (a *postgres.DB).
+type Store interface {
+	jobboard.OutboxStore
+	// WebhookBacklog measures the webhook delivery log. Errors: database
+	// errors.
+	WebhookBacklog(ctx context.Context) (jobboard.WebhookBacklog, error)
+	// DeleteExpired applies the retention: it deletes from every kept table
+	// the rows older than the table's age, given the claim retention, at
+	// most batch rows per statement, and returns how many rows each table
+	// lost, by name. A table that fails does not stop the others. Errors:
+	// each failed table's, joined.
+	DeleteExpired(ctx context.Context, retention time.Duration, batch int) (map[string]int64, error)
+}
+
+// Config is what a Sweeper needs. Store and Publisher are required; zero
+// values of the rest mean their defaults.
 type Config struct {
-	Store     jobboard.OutboxStore
+	Store     Store
 	Publisher jobboard.EventPublisher
 	// Grace is how long an unpublished row is left to the relay.
 	Grace time.Duration
-	// Retention is how long claims and published outbox rows are kept
-	// (default jobboard.DefaultRetention, at least jobboard.MinRetention).
-	// Events older than jobboard.MaxEventAge(Retention) are never
-	// published: they are marked expired instead.
+	// Retention is how long claims, and what is kept as long as them, are
+	// kept (default jobboard.DefaultRetention, at least
+	// jobboard.MinRetention). Events older than
+	// jobboard.MaxEventAge(Retention) are never published: they are marked
+	// expired instead.
 	Retention time.Duration
 	// MaxEvents bounds the events one sweep publishes.
 	MaxEvents int
@@ -59,30 +76,6 @@ type Config struct {
 	Metrics io.Writer
 	// Now is the clock of the metrics' timestamps. Default: time.Now.
 	Now func() time.Time
-	// IdempotencyKeys, when set, has the stored answers of idempotency keys
-	// older than jobboard.IdempotencyKeyTTL deleted on every sweep.
-	IdempotencyKeys jobboard.IdempotencyKeyRetention
-	// VerificationRequests, when set, has the verification requests older
-	// than jobboard.DefaultVerificationPolicy's window deleted on every
-	// sweep: they count against no bound any more.
-	VerificationRequests jobboard.VerificationRequestRetention
-	// PasswordResetRequests, when set, has the password reset requests
-	// older than jobboard.DefaultPasswordResetPolicy's window deleted on
-	// every sweep, likewise.
-	PasswordResetRequests jobboard.PasswordResetRequestRetention
-	// LoginFailures, when set, has the failed-login counts whose last
-	// failure is older than jobboard.DefaultLoginPolicy.ResetAfter deleted
-	// on every sweep: the next failure would start such a count again.
-	LoginFailures jobboard.LoginFailureRetention
-	// Webhooks, when set, has the webhook delivery log measured on every
-	// sweep (metrics WebhookPendingDeliveries,
-	// WebhookOldestUnattemptedSeconds, WebhookDisabledEndpoints) and its
-	// events older than the retention deleted, with their deliveries.
-	Webhooks jobboard.WebhookLogRetention
-	// Feedback, when set, has the keys of applied delivery feedback events
-	// and the delivery state of emails deleted once older than the
-	// retention, as the claims are (see sweepFeedback).
-	Feedback jobboard.FeedbackRetention
 }
 
 // Sweeper publishes the events the relay missed and applies the retention.
@@ -140,31 +133,10 @@ type Report struct {
 	// Backlog is what stayed unpublished after the sweep: events that did
 	// not reach the queue. An old backlog is an outage of the queue.
 	Backlog jobboard.OutboxBacklog `json:"-"`
-	// ProcessedEventsDeleted and OutboxDeleted count the rows the retention
-	// removed.
-	ProcessedEventsDeleted int64 `json:"processed_events_deleted"`
-	OutboxDeleted          int64 `json:"outbox_deleted"`
-	// IdempotencyKeysDeleted counts the stored answers of expired
-	// idempotency keys that the retention removed.
-	IdempotencyKeysDeleted int64 `json:"idempotency_keys_deleted"`
-	// LoginFailuresDeleted counts the failed-login counts the retention
-	// removed.
-	LoginFailuresDeleted int64 `json:"login_failures_deleted"`
-	// VerificationRequestsDeleted counts the verification requests the
-	// retention removed.
-	VerificationRequestsDeleted int64 `json:"verification_requests_deleted"`
-	// PasswordResetRequestsDeleted counts the password reset requests the
-	// retention removed.
-	PasswordResetRequestsDeleted int64 `json:"password_reset_requests_deleted"`
-	// Webhooks is the webhook delivery log after the sweep, and
-	// WebhookEventsDeleted the events the retention removed.
-	Webhooks             jobboard.WebhookBacklog `json:"-"`
-	WebhookEventsDeleted int64                   `json:"webhook_events_deleted"`
-	// FeedbackEventsDeleted counts the keys of applied feedback events,
-	// and EmailDeliveriesDeleted the emails' delivery states, that the
-	// retention removed.
-	FeedbackEventsDeleted  int64 `json:"feedback_events_deleted"`
-	EmailDeliveriesDeleted int64 `json:"email_deliveries_deleted"`
+	// Webhooks is the webhook delivery log after the sweep.
+	Webhooks jobboard.WebhookBacklog `json:"-"`
+	// Deleted counts the rows the retention removed, by kept table.
+	Deleted map[string]int64 `json:"deleted"`
 }
 
 // Sweep publishes the rows left unpublished after the grace period, in
@@ -173,181 +145,78 @@ type Report struct {
 // accepted, or MaxEvents is reached. Rows older than
 // jobboard.MaxEventAge(Retention) are not published but marked expired,
 // each logged at ERROR: a copy of such an event could outlive its claim.
-// Then it measures the backlog, and deletes claims and published or expired
-// outbox rows older than the retention, and (with LoginFailures) old
-// failed-login counts, in small batches. Each step runs
-// even when an earlier one failed. Errors: any step failed (all of them,
-// joined); the report counts what was done regardless.
+// Then it measures the outbox's and the webhook delivery log's backlogs,
+// and applies the retention (Store.DeleteExpired). Each step runs even when
+// an earlier one failed. Errors: any step failed (all of them, joined); the
+// report counts what was done regardless.
 func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	var r Report
 	var errs []error
+	failed := func(err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweep: %w", err))
+		}
+	}
 	maxAge := jobboard.MaxEventAge(s.c.Retention)
 	for r.Published+r.Failed < s.c.MaxEvents {
 		limit := min(publishBatch, s.c.MaxEvents-r.Published-r.Failed)
 		locked, published, err := s.c.Store.PublishPending(ctx, s.c.Grace, maxAge, limit, s.c.Publisher.Publish)
 		r.Published += published
 		r.Failed += locked - published
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sweep: %w", err))
-			break
-		}
+		failed(err)
 		// A short batch means the backlog is done; a refused entry would
 		// come back first in the next batch, so leave it for the next run.
-		if locked < limit || published < locked {
+		if err != nil || locked < limit || published < locked {
 			break
 		}
 	}
 
 	expired, err := s.c.Store.ExpireUnpublished(ctx, maxAge)
 	r.Expired = expired
-	if err != nil {
-		errs = append(errs, fmt.Errorf("sweep: %w", err))
-	}
+	failed(err)
 	for _, id := range expired {
 		s.c.Logger.LogAttrs(ctx, slog.LevelError, "event never published and now too old to be: given up, never emailed",
 			slog.String("event_id", id), slog.Duration("max_age", maxAge))
 	}
-	if r.Backlog, err = s.c.Store.Backlog(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("sweep: %w", err))
-	}
-
-	n, err := s.c.Store.DeleteProcessedEvents(ctx, s.c.Retention, s.c.DeleteBatch)
-	r.ProcessedEventsDeleted = n
-	if err != nil {
-		errs = append(errs, fmt.Errorf("sweep: %w", err))
-	}
-	n, err = s.c.Store.DeleteFinishedOutbox(ctx, s.c.Retention, s.c.DeleteBatch)
-	r.OutboxDeleted = n
-	if err != nil {
-		errs = append(errs, fmt.Errorf("sweep: %w", err))
-	}
-
-	// The answers of idempotency keys live for jobboard.IdempotencyKeyTTL,
-	// and failed-login counts for the login policy's reset period, whatever
-	// the retention.
-	if s.c.IdempotencyKeys != nil {
-		n, err = s.c.IdempotencyKeys.DeleteExpiredIdempotencyKeys(ctx, jobboard.IdempotencyKeyTTL, s.c.DeleteBatch)
-		r.IdempotencyKeysDeleted = n
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sweep: %w", err))
-		}
-	}
-	if s.c.LoginFailures != nil {
-		n, err = s.c.LoginFailures.DeleteOldLoginFailures(ctx, jobboard.DefaultLoginPolicy.ResetAfter, s.c.DeleteBatch)
-		r.LoginFailuresDeleted = n
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sweep: %w", err))
-		}
-	}
-	if s.c.VerificationRequests != nil {
-		n, err = s.c.VerificationRequests.DeleteOldVerificationRequests(ctx, jobboard.DefaultVerificationPolicy.Window, s.c.DeleteBatch)
-		r.VerificationRequestsDeleted = n
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sweep: %w", err))
-		}
-	}
-	if s.c.PasswordResetRequests != nil {
-		n, err = s.c.PasswordResetRequests.DeleteOldPasswordResetRequests(ctx, jobboard.DefaultPasswordResetPolicy.Window, s.c.DeleteBatch)
-		r.PasswordResetRequestsDeleted = n
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sweep: %w", err))
-		}
-	}
-	if s.c.Webhooks != nil {
-		errs = append(errs, s.sweepWebhooks(ctx, &r)...)
-	}
-	if s.c.Feedback != nil {
-		errs = append(errs, s.sweepFeedback(ctx, &r)...)
-	}
+	r.Backlog, err = s.c.Store.Backlog(ctx)
+	failed(err)
+	r.Webhooks, err = s.c.Store.WebhookBacklog(ctx)
+	failed(err)
+	r.Deleted, err = s.c.Store.DeleteExpired(ctx, s.c.Retention, s.c.DeleteBatch)
+	failed(err)
 	return r, errors.Join(errs...)
-}
-
-// sweepFeedback applies the retention to what delivery feedback leaves.
-//
-// The keys of applied events are what makes a copy of an event change
-// nothing; a copy that arrives after its key is gone is applied again (a
-// bounce lifted by a verification link would come back). A copy lives in
-// the feedback queue at most its MessageRetentionPeriod (4 days), and in
-// its dead-letter queue at most 14 days from its first enqueue: the claim
-// retention (at least jobboard.MinRetention, 15 days; 30 by default)
-// outlasts both. Only a copy that failed ten receives, was redriven from
-// the DLQ (a new retention period) and failed again could outlive its
-// key; unlike a status event, a feedback event has no age past which it
-// is refused (docs/design.md, "Delivery feedback").
-//
-// An email's delivery state is shown in the application's history beside
-// the worker's outcome, which comes from its claim: kept as long as the
-// claim, the two say the same thing; kept longer, the state would outlive
-// the claim it completes. A late event (a bounce hours after the send)
-// comes within days, well inside the retention.
-func (s *Sweeper) sweepFeedback(ctx context.Context, r *Report) []error {
-	var errs []error
-	var err error
-	if r.FeedbackEventsDeleted, err = s.c.Feedback.DeleteOldFeedbackEvents(ctx, s.c.Retention, s.c.DeleteBatch); err != nil {
-		errs = append(errs, fmt.Errorf("sweep: %w", err))
-	}
-	if r.EmailDeliveriesDeleted, err = s.c.Feedback.DeleteOldEmailDeliveries(ctx, s.c.Retention, s.c.DeleteBatch); err != nil {
-		errs = append(errs, fmt.Errorf("sweep: %w", err))
-	}
-	return errs
-}
-
-// sweepWebhooks measures the webhook delivery log and applies the
-// retention to it.
-func (s *Sweeper) sweepWebhooks(ctx context.Context, r *Report) []error {
-	var errs []error
-	var err error
-	if r.Webhooks, err = s.c.Webhooks.WebhookBacklog(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("sweep: %w", err))
-	}
-	if r.WebhookEventsDeleted, err = s.c.Webhooks.DeleteOldWebhookEvents(ctx, s.c.Retention, s.c.DeleteBatch); err != nil {
-		errs = append(errs, fmt.Errorf("sweep: %w", err))
-	}
-	return errs
 }
 
 // Handle is the sweeper function's Lambda handler: EventBridge Scheduler
 // invokes it with a scheduled event, whose content does not matter. It
 // sweeps, writes the metrics line (EventsPublished, OutboxExpired,
-// OutboxBacklog, OutboxOldestAgeSeconds), logs the report (INFO, or ERROR
-// with the error) and returns it; the error, if any, makes the invocation
+// OutboxBacklog, OutboxOldestAgeSeconds, WebhookPendingDeliveries,
+// WebhookOldestUnattemptedSeconds, WebhookDisabledEndpoints), logs the
+// report (INFO, or ERROR with the error; each kept table's count as
+// name_deleted) and returns it; the error, if any, makes the invocation
 // count as failed in the Lambda metrics.
 func (s *Sweeper) Handle(ctx context.Context, _ events.EventBridgeEvent) (Report, error) {
 	r, err := s.Sweep(ctx)
-	metrics := []emf.Metric{
-		{Name: "EventsPublished", Unit: emf.Count, Value: float64(r.Published)},
-		{Name: "OutboxExpired", Unit: emf.Count, Value: float64(len(r.Expired))},
-		{Name: "OutboxBacklog", Unit: emf.Count, Value: float64(r.Backlog.Count)},
-		{Name: "OutboxOldestAgeSeconds", Unit: emf.Seconds, Value: r.Backlog.OldestAge.Seconds()},
-	}
-	if s.c.Webhooks != nil {
-		metrics = append(metrics,
-			emf.Metric{Name: "WebhookPendingDeliveries", Unit: emf.Count, Value: float64(r.Webhooks.Pending)},
-			emf.Metric{Name: "WebhookOldestUnattemptedSeconds", Unit: emf.Seconds, Value: r.Webhooks.OldestUnattempted.Seconds()},
-			emf.Metric{Name: "WebhookDisabledEndpoints", Unit: emf.Count, Value: float64(r.Webhooks.DisabledEndpoints)},
-		)
-	}
-	emf.Write(s.c.Metrics, "sweeper", s.c.Now(), metrics...)
+	emf.Write(s.c.Metrics, "sweeper", s.c.Now(),
+		emf.Metric{Name: "EventsPublished", Unit: emf.Count, Value: float64(r.Published)},
+		emf.Metric{Name: "OutboxExpired", Unit: emf.Count, Value: float64(len(r.Expired))},
+		emf.Metric{Name: "OutboxBacklog", Unit: emf.Count, Value: float64(r.Backlog.Count)},
+		emf.Metric{Name: "OutboxOldestAgeSeconds", Unit: emf.Seconds, Value: r.Backlog.OldestAge.Seconds()},
+		emf.Metric{Name: "WebhookPendingDeliveries", Unit: emf.Count, Value: float64(r.Webhooks.Pending)},
+		emf.Metric{Name: "WebhookOldestUnattemptedSeconds", Unit: emf.Seconds, Value: r.Webhooks.OldestUnattempted.Seconds()},
+		emf.Metric{Name: "WebhookDisabledEndpoints", Unit: emf.Count, Value: float64(r.Webhooks.DisabledEndpoints)},
+	)
 	attrs := []slog.Attr{
 		slog.Int("published", r.Published),
 		slog.Int("failed", r.Failed),
 		slog.Int("expired", len(r.Expired)),
 		slog.Int64("backlog", r.Backlog.Count),
 		slog.Duration("backlog_oldest_age", r.Backlog.OldestAge),
-		slog.Int64("processed_events_deleted", r.ProcessedEventsDeleted),
-		slog.Int64("outbox_deleted", r.OutboxDeleted),
-		slog.Int64("idempotency_keys_deleted", r.IdempotencyKeysDeleted),
-		slog.Int64("login_failures_deleted", r.LoginFailuresDeleted),
-		slog.Int64("verification_requests_deleted", r.VerificationRequestsDeleted),
+		slog.Int64("webhook_pending", r.Webhooks.Pending),
+		slog.Duration("webhook_oldest_unattempted", r.Webhooks.OldestUnattempted),
 	}
-	if s.c.Webhooks != nil {
-		attrs = append(attrs, slog.Int64("webhook_pending", r.Webhooks.Pending),
-			slog.Duration("webhook_oldest_unattempted", r.Webhooks.OldestUnattempted),
-			slog.Int64("webhook_events_deleted", r.WebhookEventsDeleted))
-	}
-	if s.c.Feedback != nil {
-		attrs = append(attrs, slog.Int64("feedback_events_deleted", r.FeedbackEventsDeleted),
-			slog.Int64("email_deliveries_deleted", r.EmailDeliveriesDeleted))
+	for _, table := range slices.Sorted(maps.Keys(r.Deleted)) {
+		attrs = append(attrs, slog.Int64(table+"_deleted", r.Deleted[table]))
 	}
 	if err != nil {
 		s.c.Logger.LogAttrs(ctx, slog.LevelError, "sweep failed", append(attrs, slog.String("error", err.Error()))...)

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/outbox"
@@ -189,8 +192,8 @@ func TestSweeperRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sweeper.Report{Published: 1, Expired: []string{stuck.EventID}, ProcessedEventsDeleted: 1, OutboxDeleted: 1}
-	if diff := cmp.Diff(want, r); diff != "" {
+	want := sweeper.Report{Published: 1, Expired: []string{stuck.EventID}, Deleted: map[string]int64{"processed_events": 1, "outbox": 1}}
+	if diff := cmp.Diff(want, r, cmpopts.IgnoreMapEntries(func(_ string, n int64) bool { return n == 0 })); diff != "" {
 		t.Fatalf("report (-want +got):\n%s", diff)
 	}
 	if !e.Published(t, late.EventID) || e.Published(t, stuck.EventID) {
@@ -206,14 +209,23 @@ func TestSweeperRetention(t *testing.T) {
 	if !slices.Equal(left, []string{stuck.EventID, late.EventID, recent.EventID}) {
 		t.Fatalf("outbox rows left = %v, want [stuck late recent]", left)
 	}
-	var expiredLines int
+	var expiredLines, doneLines int
 	for _, l := range e.Logs.Lines(t) {
 		if l["level"] == "ERROR" && l["event_id"] == stuck.EventID {
 			expiredLines++
 		}
+		// The report's line counts each kept table, under table_deleted.
+		if l["msg"] == "sweep done" {
+			doneLines++
+			for table, n := range r.Deleted {
+				if l[table+"_deleted"] != float64(n) {
+					t.Errorf("sweep done: %s_deleted = %v, want %d", table, l[table+"_deleted"], n)
+				}
+			}
+		}
 	}
-	if expiredLines != 1 {
-		t.Errorf("ERROR lines about the expired event = %d, want 1", expiredLines)
+	if expiredLines != 1 || doneLines != 1 {
+		t.Errorf("ERROR lines about the expired event = %d, sweep done lines = %d; want 1 each", expiredLines, doneLines)
 	}
 	m := metrics.Metrics(t)
 	if len(m) != 1 || m[0]["EventsPublished"] != 1.0 || m[0]["OutboxExpired"] != 1.0 || m[0]["OutboxBacklog"] != 0.0 ||
@@ -227,14 +239,15 @@ func TestSweeperRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err = s.Sweep(ctx)
-	if err != nil || r.Published != 0 || len(r.Expired) != 0 || r.OutboxDeleted != 1 {
+	if err != nil || r.Published != 0 || len(r.Expired) != 0 || r.Deleted["outbox"] != 1 {
 		t.Fatalf("second sweep = %+v, %v; want only the expired row deleted", r, err)
 	}
 }
 
 // Failed-login counts whose last failure is older than the login policy's
 // reset period are deleted by the sweep, unless still blocking; the others
-// stay. A failing retention of them fails the sweep, not its other steps.
+// stay. A failing retention of them fails the sweep, not its other steps
+// nor the other tables' retention.
 func TestSweeperDeletesOldLoginFailures(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
@@ -260,9 +273,9 @@ func TestSweeperDeletesOldLoginFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), LoginFailures: e.DB, DeleteBatch: 1})
+	s := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), DeleteBatch: 1})
 	r, err := s.Sweep(ctx)
-	if err != nil || r.LoginFailuresDeleted != 2 {
+	if err != nil || r.Deleted["login_failures"] != 2 {
 		t.Fatalf("sweep = %+v, %v; want 2 login failure counts deleted", r, err)
 	}
 	var left []string
@@ -272,24 +285,23 @@ func TestSweeperDeletesOldLoginFailures(t *testing.T) {
 		t.Fatalf("counts left = %v, %v; want [old-still-blocked recent]", left, err)
 	}
 
-	// Without LoginFailures nothing is deleted; a failing one fails the
-	// sweep after the other steps ran.
+	// A failing retention of them (the table gone) fails the sweep after
+	// the other steps ran.
 	stale := e.StatusChange(t, e.NewApp(t))
 	if _, err := e.Pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, stale.EventID); err != nil {
 		t.Fatal(err)
 	}
-	broken := loginRetention{err: errors.New("injected: login_failures unreachable")}
-	r, err = newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), LoginFailures: broken}).Sweep(ctx)
-	if !errors.Is(err, broken.err) || r.Published != 1 {
-		t.Fatalf("sweep with a failing login retention = %+v, %v; want the event published and the error", r, err)
+	if _, err := e.Pool.Exec(ctx, `INSERT INTO password_reset_requests (email_digest, requested_at) VALUES ('\x00', now() - interval '2 hours')`); err != nil {
+		t.Fatal(err)
 	}
-}
-
-// loginRetention is a jobboard.LoginFailureRetention that fails.
-type loginRetention struct{ err error }
-
-func (l loginRetention) DeleteOldLoginFailures(context.Context, time.Duration, int) (int64, error) {
-	return 0, l.err
+	if _, err := e.Pool.Exec(ctx, `DROP TABLE login_failures`); err != nil {
+		t.Fatal(err)
+	}
+	r, err = newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher()}).Sweep(ctx)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || !strings.Contains(err.Error(), "login_failures") || r.Published != 1 || r.Deleted["password_reset_requests"] != 1 {
+		t.Fatalf("sweep with a failing login retention = %+v, %v; want the event published, the other tables swept and the error", r, err)
+	}
 }
 
 // With the queue down, the backlog grows and the metrics line says how old
@@ -361,11 +373,11 @@ func TestSweeperDeletesExpiredIdempotencyKeys(t *testing.T) {
 		`UPDATE idempotency_keys SET created_at = now() - interval '24 hours 1 minute' WHERE key LIKE 'expired-%'`); err != nil {
 		t.Fatal(err)
 	}
-	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), IdempotencyKeys: e.DB, DeleteBatch: 1}).Sweep(ctx)
+	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), DeleteBatch: 1}).Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.IdempotencyKeysDeleted != 2 {
+	if r.Deleted["idempotency_keys"] != 2 {
 		t.Fatalf("report = %+v, want 2 idempotency keys deleted", r)
 	}
 	if _, err := e.DB.StoredResponse(ctx, "user:1", "fresh-key-0000001"); err != nil {
@@ -390,8 +402,8 @@ func TestSweeperDeletesOldVerificationRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), VerificationRequests: e.DB, DeleteBatch: 1}).Sweep(ctx)
-	if err != nil || r.VerificationRequestsDeleted != 2 {
+	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), DeleteBatch: 1}).Sweep(ctx)
+	if err != nil || r.Deleted["verification_requests"] != 2 {
 		t.Fatalf("sweep = %+v, %v; want 2 verification requests deleted", r, err)
 	}
 	var left int
@@ -413,8 +425,8 @@ func TestSweeperDeletesOldPasswordResetRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), PasswordResetRequests: e.DB, DeleteBatch: 1}).Sweep(ctx)
-	if err != nil || r.PasswordResetRequestsDeleted != 2 {
+	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), DeleteBatch: 1}).Sweep(ctx)
+	if err != nil || r.Deleted["password_reset_requests"] != 2 {
 		t.Fatalf("sweep = %+v, %v; want 2 password reset requests deleted", r, err)
 	}
 	var left int
@@ -447,8 +459,8 @@ func TestSweeperDeletesOldDeliveryFeedback(t *testing.T) {
 			t.Fatal(i, err)
 		}
 	}
-	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), Retention: retention, Feedback: e.DB, DeleteBatch: 1}).Sweep(ctx)
-	if err != nil || r.FeedbackEventsDeleted != 2 || r.EmailDeliveriesDeleted != 2 {
+	r, err := newSweeper(t, sweeper.Config{Store: e.DB, Publisher: e.Publisher(), Retention: retention, DeleteBatch: 1}).Sweep(ctx)
+	if err != nil || r.Deleted["feedback_events"] != 2 || r.Deleted["email_deliveries"] != 2 {
 		t.Fatalf("sweep = %+v, %v; want 2 feedback events and 2 deliveries deleted", r, err)
 	}
 	var keys, deliveries []string
