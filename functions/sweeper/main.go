@@ -1,8 +1,8 @@
-// Command sweeper is the outbox sweeper Lambda, invoked on a schedule by
-// EventBridge. It publishes the status events that the API's relay did not
-// (still unpublished after a grace period) and deletes the claims and
-// published outbox rows older than the retention (see internal/sweeper), and
-// with them the delivery feedback's event keys and delivery states.
+// Command sweeper is the sweeper Lambda (internal/sweeper), invoked on a
+// schedule by EventBridge. It publishes the outbox rows that the API's
+// relay did not (still unpublished after a grace period) and applies the
+// retention: every kept table loses its rows older than its age
+// (docs/design.md, "Retention").
 //
 // Outside Lambda (AWS_LAMBDA_RUNTIME_API unset, as under `make dev`) it
 // sweeps every SWEEP_INTERVAL (default 1m) until SIGINT or SIGTERM.
@@ -10,9 +10,8 @@
 // Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required, with
 // the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
 // STATUS_EVENTS_QUEUE_URL and WEBHOOK_EVENTS_QUEUE_URL (required: every
-// outbox row goes to one of them); RETENTION_DAYS (default 30, at least
-// 15, also of the webhook delivery log); DATABASE_QUERY_EXEC_MODE (as the
-// API's);
+// outbox row goes to one of them); RETENTION_DAYS (the claims' retention,
+// default 30, at least 15); DATABASE_QUERY_EXEC_MODE (as the API's);
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
 // mode only); SWEEP_GRACE (how long a fresh row is left to the API's relay,
 // default 30s; the chaos harness shortens it). AWS settings come from the
