@@ -20,18 +20,21 @@ var allowedInternal = map[string][]string{
 	"internal/httpapi":  {"internal/jobboard", "internal/emf"},
 	"internal/queue":    {"internal/jobboard"},
 	"internal/mail":     {"internal/jobboard"},
-	"internal/worker":   {"internal/jobboard", "internal/emf"},
+	"internal/worker":   {"internal/jobboard", "internal/emf", "internal/sqsbatch"},
 	"internal/outbox":   {"internal/jobboard"},
 	// The scheduled sweep: stragglers of the outbox, backlogs, retention.
 	"internal/sweeper": {"internal/jobboard", "internal/emf"},
 	// The delivery feedback function's handler: SES's events, decoded.
-	"internal/feedback": {"internal/jobboard", "internal/emf"},
+	"internal/feedback": {"internal/jobboard", "internal/emf", "internal/sqsbatch"},
 	// The webhook delivery function's handler and client, and the
 	// receivers its tests and the chaos run use.
-	"internal/webhook":             {"internal/jobboard", "internal/emf"},
+	"internal/webhook":             {"internal/jobboard", "internal/emf", "internal/sqsbatch"},
 	"internal/webhook/webhooktest": {"internal/dev/localhost"},
 	"internal/emf":                 {},
-	"internal/dev/localaws":        {"internal/dev/localhost"},
+	// The SQS batch consumer that the worker, the webhook and the feedback
+	// functions plug their record logic into.
+	"internal/sqsbatch":     {"internal/jobboard"},
+	"internal/dev/localaws": {"internal/dev/localhost"},
 	// The Lambda event source mapping played locally: linked into the
 	// worker and the webhook function for their local mode.
 	"internal/function/eventsource": {},
