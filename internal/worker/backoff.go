@@ -2,10 +2,7 @@ package worker
 
 import (
 	"math/rand/v2"
-	"strconv"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 )
 
 // retryClass is the kind of backoff a failed record gets before its next
@@ -66,16 +63,6 @@ func backoff(c retryClass, receiveCount int, busyFor time.Duration, jitter func(
 		step = min(b.limit, b.base<<max(n, 0))
 	}
 	return step/2 + time.Duration(jitter()*float64(step/2))
-}
-
-// receiveCount is how often SQS has delivered the message, this time
-// included (the ApproximateReceiveCount attribute); 1 if unknown.
-func receiveCount(m events.SQSMessage) int {
-	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
 }
 
 func defaultJitter() float64 { return rand.Float64() }

@@ -8,9 +8,10 @@
 //  3. record the outcome, guarded by the lease token (one short statement),
 //     or release the claim if the email did not leave, so a retry can send.
 //
-// Records of a batch run concurrently, those of one application in order.
-// Only the records that failed are reported back, each with a backoff that
-// suits its failure, so SQS redelivers them and deletes the rest.
+// Records of a batch run concurrently, those of one application in order
+// (package sqsbatch runs them). Only the records that failed are reported
+// back, each with a backoff that suits its failure, so SQS redelivers them
+// and deletes the rest.
 //
 // docs/design.md has the outcome table; the tests of this package act it
 // out against PostgreSQL and the local stand-ins for SQS and SES.
@@ -23,12 +24,13 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/sqsbatch"
 )
 
 // Defaults of Config.
@@ -46,13 +48,10 @@ const (
 	// took it: the clock difference between this function and the database
 	// it may cover. Only then can another worker take the event over.
 	DefaultLeaseMargin = 10 * time.Second
-	// DefaultTimeout is the deadline of an invocation whose context has
-	// none (tests, tools): the worker's Timeout in template.yaml.
-	DefaultTimeout = 30 * time.Second
 )
 
 // returnMargin is kept free at the end of an invocation for the database to
-// give up and for the response to be returned.
+// give up and for the redeliveries and the response to be made.
 const returnMargin = 250 * time.Millisecond
 
 // Config is what a Handler needs. Store and Mailer are required.
@@ -112,6 +111,7 @@ type Config struct {
 // Handler handles batches of events. It is safe for concurrent use.
 type Handler struct {
 	c         Config
+	batch     sqsbatch.Config
 	verifyURL *url.URL
 	resetURL  *url.URL
 }
@@ -168,7 +168,8 @@ func New(c Config) (*Handler, error) {
 	if c.Jitter == nil {
 		c.Jitter = defaultJitter
 	}
-	return &Handler{c: c, verifyURL: verifyURL, resetURL: resetURL}, nil
+	batch := sqsbatch.Config{StartMargin: c.StartMargin, Concurrency: c.Concurrency, Redelivery: c.Redelivery, Logger: c.Logger, Now: c.Now}
+	return &Handler{c: c, batch: batch, verifyURL: verifyURL, resetURL: resetURL}, nil
 }
 
 // ParseVerifyEmailURL reads the base of the verification link. Errors: not
@@ -203,82 +204,53 @@ func parseLinkURL(link, setting, s string) (*url.URL, error) {
 // Handle processes a batch and reports the records that failed, which SQS
 // will deliver again (after the backoff it gives them, if Redelivery is
 // set). Records run concurrently, up to Concurrency at once; the records
-// of one application run in order, one after the other, and a failed one
-// holds back the rest of its application's records, so that emails about
-// one application are not sent out of order. The same event twice in one
-// batch is claimed by the first record and skipped by the second.
+// of one application (or account) run in order, one after the other, and a
+// failed one holds back the rest of its application's records, so that
+// emails about one application are not sent out of order. The same event
+// twice in one batch is claimed by the first record and skipped by the
+// second.
 //
 // It returns an error, failing the whole batch, only when not one record
 // reached the database because the database failed (it is unreachable, for
 // instance): that is an outage, not a bad record.
 func (h *Handler) Handle(ctx context.Context, batch events.SQSEvent) (events.SQSEventResponse, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
-	}
-	recs := make([]record, len(batch.Records))
+	recs := make([]sqsbatch.Record[*record], len(batch.Records))
 	for i, m := range batch.Records {
-		recs[i] = record{msg: m}
-		recs[i].ev, recs[i].decodeErr = jobboard.DecodeEvent([]byte(m.Body))
+		r := &record{}
+		r.ev, r.decodeErr = jobboard.DecodeEvent([]byte(m.Body))
+		recs[i] = sqsbatch.Record[*record]{Message: m, Key: r.key(), Value: r}
 	}
-
 	b := &run{h: h, marker: newMarker(h.c.Store)}
-	var wg sync.WaitGroup
-	groups := make(chan []int)
-	for range min(h.c.Concurrency, len(recs)) {
-		wg.Go(func() {
-			for g := range groups {
-				b.handleGroup(ctx, recs, g)
-			}
-		})
-	}
-	for _, g := range groupByApplication(recs) {
-		groups <- g
-	}
-	close(groups)
-	wg.Wait()
+	resp, err := sqsbatch.Consume(ctx, h.batch, recs, sqsbatch.Handler[*record]{Process: b.handleRecord, NotStarted: b.notStarted})
 	b.marker.close()
-
-	var (
-		answered   int
-		storeError error
-	)
-	for _, r := range recs {
-		if r.res.answered {
-			answered++
-		}
-		if r.res.storeErr != nil && storeError == nil {
-			storeError = r.res.storeErr
-		}
-	}
 	writeMetrics(h.c.Metrics, h.c.FunctionVersion, h.c.Now(), recs)
-	if answered == 0 && storeError != nil {
-		return events.SQSEventResponse{}, fmt.Errorf("no record of the batch could be processed: %w", storeError)
-	}
-
-	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	var later []jobboard.Redelivery
-	for _, r := range recs {
-		if !r.res.failed {
-			continue
-		}
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.msg.MessageId})
-		later = append(later, jobboard.Redelivery{
-			MessageID: r.msg.MessageId, ReceiptHandle: r.msg.ReceiptHandle,
-			After: backoff(r.res.retry, receiveCount(r.msg), r.res.busyFor, h.c.Jitter),
-		})
-	}
-	h.redeliver(ctx, later)
-	return resp, nil
+	return resp, err
 }
 
 // record is one message of the batch, decoded, and what became of it.
 type record struct {
-	msg       events.SQSMessage
 	ev        jobboard.Event
 	decodeErr error
 	res       result
+}
+
+// key is the record's ordering key: the application it is about or, for a
+// verification or password reset event, the account; none for a malformed
+// record or a reset for an address no account has. The same event twice in
+// a batch is then claimed by the first record and skipped by the second,
+// instead of finding the first's live lease.
+func (r *record) key() string {
+	switch {
+	case r.decodeErr != nil:
+		return ""
+	case r.ev.Type == jobboard.EventTypeEmailVerificationRequested || r.ev.Type == jobboard.EventTypePasswordResetRequested:
+		if r.ev.UserID != 0 {
+			return "account " + strconv.FormatInt(r.ev.UserID, 10)
+		}
+	case r.ev.ApplicationID != 0:
+		return "application " + strconv.FormatInt(r.ev.ApplicationID, 10)
+	}
+	return ""
 }
 
 // result is what became of one record.
@@ -292,121 +264,31 @@ type result struct {
 	stop     string // do not start the rest of the batch, and why
 }
 
-// run is the state of one Handle call that its goroutines share.
+// run is the state of one Handle call that its records share.
 type run struct {
 	h      *Handler
 	marker *marker
-
-	mu        sync.Mutex
-	stop      string     // why no new record starts, once set
-	stopRetry retryClass // the backoff of the records not started for it
 }
 
-// handleGroup handles the records of one application (or account) in order. After a
-// failure the rest of the group is not started.
-func (b *run) handleGroup(ctx context.Context, recs []record, group []int) {
-	var heldBack *result
-	for _, i := range group {
-		r := &recs[i]
-		switch reason, retry := b.stopped(ctx); {
-		case reason != "":
-			r.res = b.h.notStarted(ctx, r, reason, retry)
-		case heldBack != nil:
-			r.res = b.h.notStarted(ctx, r, "an earlier event of the same application or account failed", heldBack.retry)
-		default:
-			r.res = b.h.process(ctx, b.marker, r.msg, r.ev, r.decodeErr)
-			if r.res.stop != "" {
-				b.stopAll(r.res.stop, r.res.retry)
-			}
-		}
-		if r.res.failed && heldBack == nil {
-			heldBack = &r.res
-		}
+// handleRecord processes a record for the consumer.
+func (b *run) handleRecord(ctx context.Context, r sqsbatch.Record[*record]) sqsbatch.Result {
+	res := b.h.process(ctx, b.marker, r.Message, r.Value.ev, r.Value.decodeErr)
+	r.Value.res = res
+	out := sqsbatch.Result{Failed: res.failed, Answered: res.answered, StoreErr: res.storeErr, Stop: res.stop}
+	if res.failed {
+		out.RetryIn = backoff(res.retry, r.Receives(), res.busyFor, b.h.c.Jitter)
 	}
+	return out
 }
 
-// stopped says why no new record should start, or "".
-func (b *run) stopped(ctx context.Context) (string, retryClass) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.stop != "" {
-		return b.stop, b.stopRetry
+// notStarted logs a record that is not started and gives it the backoff of
+// its cause, the failure that held it back or stopped the batch.
+func (b *run) notStarted(ctx context.Context, r sqsbatch.Record[*record], why string, cause *sqsbatch.Record[*record]) time.Duration {
+	retry := retrySoon
+	if cause != nil {
+		retry = cause.Value.res.retry
 	}
-	if ctx.Err() != nil {
-		return "invocation cancelled", retrySoon
-	}
-	if deadline, ok := ctx.Deadline(); ok && deadline.Sub(b.h.c.Now()) < b.h.c.StartMargin {
-		return "the Lambda deadline is near", retrySoon
-	}
-	return "", retrySoon
-}
-
-func (b *run) stopAll(reason string, retry retryClass) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.stop == "" {
-		b.stop, b.stopRetry = reason, retry
-	}
-}
-
-func (h *Handler) notStarted(ctx context.Context, r *record, reason string, retry retryClass) result {
-	h.logRecord(ctx, slog.LevelWarn, "record not started: "+reason, r.msg.MessageId, r.ev, outcomeNotStarted, "")
-	return result{outcome: outcomeNotStarted, failed: true, retry: retry}
-}
-
-// groupByApplication returns the indexes of the records, grouped so that
-// the records about one application form one group, in batch order, and
-// so do the records about one account (verification and password reset
-// events): the same event twice in a batch is then claimed by the first
-// record and skipped by the second, instead of finding the first's live
-// lease. A record that is about neither (a reset for an address no account
-// has) is a group of its own.
-func groupByApplication(recs []record) [][]int {
-	type subject struct {
-		verification bool
-		id           int64
-	}
-	var groups [][]int
-	bySubject := map[subject]int{}
-	for i, r := range recs {
-		key := subject{id: r.ev.ApplicationID}
-		if r.ev.Type == jobboard.EventTypeEmailVerificationRequested || r.ev.Type == jobboard.EventTypePasswordResetRequested {
-			key = subject{verification: true, id: r.ev.UserID}
-		}
-		if r.decodeErr != nil || key.id == 0 {
-			groups = append(groups, []int{i})
-			continue
-		}
-		if g, ok := bySubject[key]; ok {
-			groups[g] = append(groups[g], i)
-			continue
-		}
-		bySubject[key] = len(groups)
-		groups = append(groups, []int{i})
-	}
-	return groups
-}
-
-// redeliver asks the queue for the backoffs, in the time left. A failure
-// costs only time: those records come back after the visibility timeout.
-func (h *Handler) redeliver(ctx context.Context, rs []jobboard.Redelivery) {
-	if h.c.Redelivery == nil || len(rs) == 0 {
-		return
-	}
-	ctx, cancel := withEarlierDeadline(context.WithoutCancel(ctx), ctx, returnMargin)
-	defer cancel()
-	if err := h.c.Redelivery.Redeliver(ctx, rs); err != nil {
-		h.c.Logger.LogAttrs(ctx, slog.LevelWarn, "could not schedule the retries; they wait for the visibility timeout",
-			slog.Int("records", len(rs)), slog.String("error", err.Error()))
-	}
-}
-
-// withEarlierDeadline returns ctx bounded by the deadline of from, less
-// margin.
-func withEarlierDeadline(ctx, from context.Context, margin time.Duration) (context.Context, context.CancelFunc) {
-	deadline, ok := from.Deadline()
-	if !ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithDeadline(ctx, deadline.Add(-margin))
+	b.h.logRecord(ctx, slog.LevelWarn, "record not started: "+why, r.Message.MessageId, r.Value.ev, outcomeNotStarted, "")
+	r.Value.res = result{outcome: outcomeNotStarted, failed: true, retry: retry}
+	return backoff(retry, r.Receives(), 0, b.h.c.Jitter)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/emf"
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/sqsbatch"
 )
 
 // metricsOf names, per outcome, the counters a record adds to.
@@ -54,9 +55,10 @@ const (
 // writeMetrics writes the batch's EMF line: namespace jobboard, dimension
 // Service=worker and, in Lambda, also Service and FunctionVersion=version;
 // all counts.
-func writeMetrics(w io.Writer, version string, now time.Time, recs []record) {
+func writeMetrics(w io.Writer, version string, now time.Time, recs []sqsbatch.Record[*record]) {
 	counts := map[string]int{metricRecords: len(recs)}
-	for _, r := range recs {
+	for _, rec := range recs {
+		r := rec.Value
 		for _, name := range metricsOf[r.res.outcome] {
 			counts[name]++
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/sqsbatch"
 )
 
 // Outcomes of a record beyond the claim's jobboard.EventOutcome values, as
@@ -162,7 +163,7 @@ func (h *Handler) notOwned(ctx context.Context, msg events.SQSMessage, ev jobboa
 // deleted whatever happens to the mark, since the email has left: only a
 // later copy of the event could then send it again.
 func (h *Handler) sent(ctx, dbCtx context.Context, m *marker, msg events.SQSMessage, ev jobboard.Event, c jobboard.Claim, providerID string) result {
-	err := retryDB(dbCtx, func() error {
+	err := sqsbatch.Retry(dbCtx, func() error {
 		return m.finish(dbCtx, jobboard.Finish{EventID: ev.EventID, Token: c.Token, Outcome: jobboard.OutcomeSent, ProviderMessageID: providerID})
 	})
 	id := slog.String("ses_message_id", providerID)
@@ -187,7 +188,7 @@ func (h *Handler) sent(ctx, dbCtx context.Context, m *marker, msg events.SQSMess
 func (h *Handler) sendFailed(ctx, dbCtx context.Context, m *marker, msg events.SQSMessage, ev jobboard.Event, c jobboard.Claim, sendErr error) result {
 	errAttr := slog.String("error", sendErr.Error())
 	if errors.Is(sendErr, jobboard.ErrMailRejected) {
-		err := retryDB(dbCtx, func() error {
+		err := sqsbatch.Retry(dbCtx, func() error {
 			return m.finish(dbCtx, jobboard.Finish{EventID: ev.EventID, Token: c.Token, Outcome: jobboard.OutcomeRejected})
 		})
 		if err != nil && !errors.Is(err, jobboard.ErrLeaseLost) {
@@ -203,7 +204,7 @@ func (h *Handler) sendFailed(ctx, dbCtx context.Context, m *marker, msg events.S
 	// The email did not leave (or, if ambiguous, may have): release the
 	// claim so the retry can send. If the release fails, the lease runs
 	// out and the retry takes the claim over.
-	release := retryDB(dbCtx, func() error { return h.c.Store.ReleaseClaim(dbCtx, ev.EventID, c.Token) })
+	release := sqsbatch.Retry(dbCtx, func() error { return h.c.Store.ReleaseClaim(dbCtx, ev.EventID, c.Token) })
 	attrs := []slog.Attr{errAttr}
 	if release != nil && !errors.Is(release, jobboard.ErrLeaseLost) {
 		attrs = append(attrs, slog.String("release_error", release.Error()))
@@ -242,28 +243,6 @@ func (h *Handler) contexts(ctx context.Context) (dbCtx, sendCtx context.Context,
 	dbCtx, cancelDB := context.WithDeadline(ctx, deadline.Add(-returnMargin))
 	sendCtx, cancelSend := context.WithDeadline(dbCtx, deadline.Add(-h.c.SendMargin))
 	return dbCtx, sendCtx, lease, func() { cancelSend(); cancelDB() }
-}
-
-// retryDB calls op until it succeeds, reports the claim lost, or ctx ends,
-// with a short growing pause: a blip of the database (a failover, a
-// terminated session) costs a new connection, which the pool makes on the
-// next call.
-func retryDB(ctx context.Context, op func() error) error {
-	pause := 50 * time.Millisecond
-	for {
-		err := op()
-		if err == nil || errors.Is(err, jobboard.ErrLeaseLost) || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		pause = min(2*pause, time.Second)
-	}
 }
 
 // statusEmail is what the candidate is told: the event's change, about the

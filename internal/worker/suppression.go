@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/sqsbatch"
 )
 
 // suppressed checks the owned claim's recipient against the suppression
@@ -28,12 +29,12 @@ func (h *Handler) suppressed(ctx, dbCtx context.Context, m *marker, msg events.S
 		sup   jobboard.Suppression
 		found bool
 	)
-	err := retryDB(dbCtx, func() (err error) {
+	err := sqsbatch.Retry(dbCtx, func() (err error) {
 		sup, found, err = h.c.Suppressions.Suppression(dbCtx, to)
 		return err
 	})
 	if err != nil {
-		release := retryDB(dbCtx, func() error { return h.c.Store.ReleaseClaim(dbCtx, ev.EventID, c.Token) })
+		release := sqsbatch.Retry(dbCtx, func() error { return h.c.Store.ReleaseClaim(dbCtx, ev.EventID, c.Token) })
 		attrs := []slog.Attr{slog.String("error", err.Error())}
 		if release != nil && !errors.Is(release, jobboard.ErrLeaseLost) {
 			attrs = append(attrs, slog.String("release_error", release.Error()))
@@ -46,7 +47,7 @@ func (h *Handler) suppressed(ctx, dbCtx context.Context, m *marker, msg events.S
 	if !found || !sup.Blocks(ev.Type) {
 		return result{}, false
 	}
-	err = retryDB(dbCtx, func() error {
+	err = sqsbatch.Retry(dbCtx, func() error {
 		return m.finish(dbCtx, jobboard.Finish{EventID: ev.EventID, Token: c.Token, Outcome: jobboard.OutcomeSuppressed})
 	})
 	if err != nil && !errors.Is(err, jobboard.ErrLeaseLost) {
