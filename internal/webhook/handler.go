@@ -8,15 +8,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/sqsbatch"
 )
 
 // Defaults of Config.
@@ -31,9 +30,6 @@ const (
 	// DefaultBackoffMax is the longest delay: SQS's longest visibility
 	// timeout, 12 hours.
 	DefaultBackoffMax = 12 * time.Hour
-	// DefaultTimeout is the deadline of an invocation whose context has
-	// none: the function's Timeout in template.yaml.
-	DefaultTimeout = 30 * time.Second
 	// leaseMargin is how long a lease outlives the attempt that took it:
 	// the recording after it, and the clocks' difference.
 	leaseMargin = 10 * time.Second
@@ -85,7 +81,8 @@ type Config struct {
 // Handler handles batches of delivery requests. It is safe for concurrent
 // use.
 type Handler struct {
-	c Config
+	c     Config
+	batch sqsbatch.Config
 }
 
 // New returns a Handler. Errors: a required dependency is missing or a
@@ -132,7 +129,11 @@ func New(c Config) (*Handler, error) {
 	if c.Jitter == nil {
 		c.Jitter = rand.Float64
 	}
-	return &Handler{c: c}, nil
+	// A record is not started without the time for its attempt and the
+	// recording after it.
+	batch := sqsbatch.Config{StartMargin: c.AttemptTimeout + recordMargin + time.Second, Concurrency: c.Concurrency,
+		Redelivery: c.Redelivery, Logger: c.Logger, Now: c.Now}
+	return &Handler{c: c, batch: batch}, nil
 }
 
 // Outcomes of a record, as logged ("outcome") and counted.
@@ -169,79 +170,54 @@ type result struct {
 // error, failing the whole batch, only when the database failed for every
 // record (an outage, not a bad record).
 func (h *Handler) Handle(ctx context.Context, batch events.SQSEvent) (events.SQSEventResponse, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
+	recs := make([]sqsbatch.Record[*delivery], len(batch.Records))
+	for i, m := range batch.Records {
+		d := &delivery{}
+		d.ev, d.err = jobboard.DecodeEvent([]byte(m.Body))
+		if d.err == nil && d.ev.Type != jobboard.EventTypeWebhookDelivery {
+			d.err = fmt.Errorf("no handler for event type %q", d.ev.Type)
+		}
+		recs[i] = sqsbatch.Record[*delivery]{Message: m, Value: d}
 	}
-	results := make([]result, len(batch.Records))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(h.c.Concurrency, len(batch.Records)) {
-		wg.Go(func() {
-			for i := range next {
-				results[i] = h.process(ctx, batch.Records[i])
-			}
-		})
-	}
-	for i := range batch.Records {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	resp, err := sqsbatch.Consume(ctx, h.batch, recs, sqsbatch.Handler[*delivery]{Process: h.handleRecord, NotStarted: h.notStarted})
+	h.writeMetrics(recs)
+	return resp, err
+}
 
-	h.writeMetrics(results)
-	answered, storeErr := 0, error(nil)
-	for _, r := range results {
-		if r.answered {
-			answered++
-		}
-		if r.storeErr != nil && storeErr == nil {
-			storeErr = r.storeErr
-		}
-	}
-	if answered == 0 && storeErr != nil {
-		return events.SQSEventResponse{}, fmt.Errorf("no record of the batch reached the database: %w", storeErr)
-	}
-	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	var later []jobboard.Redelivery
-	for i, r := range results {
-		if !r.failed {
-			continue
-		}
-		m := batch.Records[i]
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-		later = append(later, jobboard.Redelivery{MessageID: m.MessageId, ReceiptHandle: m.ReceiptHandle, After: r.delay})
-	}
-	if h.c.Redelivery != nil && len(later) > 0 {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := h.c.Redelivery.Redeliver(rctx, later); err != nil {
-			// They come back after the visibility timeout instead.
-			h.c.Logger.LogAttrs(ctx, slog.LevelWarn, "could not set the backoff of failed records", slog.String("error", err.Error()))
-		}
-	}
-	return resp, nil
+// delivery is one record of the batch, decoded, and what became of it.
+type delivery struct {
+	ev  jobboard.Event
+	err error
+	res result
+}
+
+// logger returns the logger of a record's lines.
+func (h *Handler) logger(r sqsbatch.Record[*delivery]) *slog.Logger {
+	return h.c.Logger.With(slog.String("message_id", r.Message.MessageId), slog.Int64("delivery_id", r.Value.ev.DeliveryID),
+		slog.Int64("generation", r.Value.ev.Generation), slog.Int("receive_count", r.Receives()))
+}
+
+// notStarted logs a record that is not started: it is retried in a second.
+func (h *Handler) notStarted(ctx context.Context, r sqsbatch.Record[*delivery], why string, _ *sqsbatch.Record[*delivery]) time.Duration {
+	h.logger(r).LogAttrs(ctx, slog.LevelWarn, "record not started: "+why, slog.String("outcome", outcomeNotStarted))
+	r.Value.res = result{outcome: outcomeNotStarted, failed: true, delay: time.Second}
+	return r.Value.res.delay
+}
+
+// handleRecord processes a record for the consumer.
+func (h *Handler) handleRecord(ctx context.Context, r sqsbatch.Record[*delivery]) sqsbatch.Result {
+	res := h.process(ctx, r)
+	r.Value.res = res
+	return sqsbatch.Result{Failed: res.failed, RetryIn: res.delay, Answered: res.answered, StoreErr: res.storeErr}
 }
 
 // process handles one record and logs one line about it.
-func (h *Handler) process(ctx context.Context, m events.SQSMessage) result {
-	n := receiveCount(m)
-	ev, err := jobboard.DecodeEvent([]byte(m.Body))
-	if err == nil && ev.Type != jobboard.EventTypeWebhookDelivery {
-		err = fmt.Errorf("no handler for event type %q", ev.Type)
-	}
-	log := h.c.Logger.With(slog.String("message_id", m.MessageId), slog.Int64("delivery_id", ev.DeliveryID),
-		slog.Int64("generation", ev.Generation), slog.Int("receive_count", n))
-	if err != nil {
+func (h *Handler) process(ctx context.Context, r sqsbatch.Record[*delivery]) result {
+	n, ev, log := r.Receives(), r.Value.ev, h.logger(r)
+	if r.Value.err != nil {
 		log.LogAttrs(ctx, slog.LevelError, "malformed message; it goes to the dead-letter queue",
-			slog.String("outcome", outcomeMalformed), slog.String("error", err.Error()))
+			slog.String("outcome", outcomeMalformed), slog.String("error", r.Value.err.Error()))
 		return result{outcome: outcomeMalformed, failed: true}
-	}
-	deadline, _ := ctx.Deadline()
-	if deadline.Sub(h.c.Now()) < h.c.AttemptTimeout+recordMargin+time.Second {
-		log.LogAttrs(ctx, slog.LevelWarn, "record not started: the deadline is near", slog.String("outcome", outcomeNotStarted))
-		return result{outcome: outcomeNotStarted, failed: true, delay: time.Second}
 	}
 
 	t, err := h.c.Store.BeginWebhookAttempt(ctx, ev.DeliveryID, ev.Generation, h.c.AttemptTimeout+recordMargin+leaseMargin)
@@ -342,7 +318,7 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, t jobboard.Webho
 	var out jobboard.WebhookAttemptOutcome
 	rctx, cancel := context.WithTimeout(ctx, recordMargin)
 	defer cancel()
-	err := retryDB(rctx, func() error {
+	err := sqsbatch.Retry(rctx, func() error {
 		var err error
 		out, err = h.c.Store.FinishWebhookAttempt(rctx, rec)
 		return err
@@ -434,34 +410,4 @@ func (h *Handler) backoff(receives int) time.Duration {
 		}
 	}
 	return step/2 + time.Duration(h.c.Jitter()*float64(step/2))
-}
-
-// receiveCount is how often SQS has delivered the message, this time
-// included; 1 if unknown.
-func receiveCount(m events.SQSMessage) int {
-	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
-}
-
-// retryDB calls op until it succeeds or ctx ends, with a short growing
-// pause: a blip of the database costs a new connection.
-func retryDB(ctx context.Context, op func() error) error {
-	pause := 50 * time.Millisecond
-	for {
-		err := op()
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		pause = min(2*pause, time.Second)
-	}
 }

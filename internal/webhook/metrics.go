@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"github.com/jobboard/jobboard/internal/emf"
+	"github.com/jobboard/jobboard/internal/sqsbatch"
 )
 
 // The delivery function's metrics (namespace jobboard, dimension
@@ -22,9 +23,10 @@ const (
 const metricsService = "webhooks"
 
 // writeMetrics writes the batch's line.
-func (h *Handler) writeMetrics(results []result) {
+func (h *Handler) writeMetrics(recs []sqsbatch.Record[*delivery]) {
 	counts := map[string]float64{}
-	for _, r := range results {
+	for _, rec := range recs {
+		r := rec.Value.res
 		if r.attempted {
 			counts[metricAttempts]++
 			if r.statusErr {
