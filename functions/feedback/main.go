@@ -14,7 +14,8 @@
 // the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
 // FEEDBACK_QUEUE_URL (required outside Lambda: the queue the local mode
 // polls); DATABASE_QUERY_EXEC_MODE (as the API's); LOCAL_INVOCATION_TIMEOUT
-// (local mode only, default 30s, the function's Timeout in template.yaml);
+// (local mode only, 5s to 15m, default 30s, the function's Timeout in
+// template.yaml);
 // LOG_LEVEL. AWS settings come from the environment (internal/function,
 // internal/awsenv); AWS_ENDPOINT_URL_SQS points the client at a stand-in.
 package main
@@ -82,8 +83,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
 		problems = append(problems, err)
 	}
-	if s.localTimeout, err = function.ParseDuration("LOCAL_INVOCATION_TIMEOUT", getenv("LOCAL_INVOCATION_TIMEOUT"),
-		s.localTimeout, time.Second, 15*time.Minute); err != nil {
+	if s.localTimeout, err = function.LocalInvocationTimeout(getenv, s.localTimeout); err != nil {
 		problems = append(problems, err)
 	}
 	return s, errors.Join(problems...)

@@ -27,10 +27,11 @@
 // http, any port, loopback); WEBHOOK_CONCURRENCY (records attempted at
 // once, default 10); WEBHOOK_ATTEMPT_TIMEOUT (default 10s);
 // WEBHOOK_BACKOFF_BASE and WEBHOOK_BACKOFF_MAX (defaults 20s and 12h; the
-// chaos run shortens them); LOCAL_INVOCATION_TIMEOUT (local mode only,
-// default 30s, the function's Timeout in template.yaml); LOG_LEVEL. AWS
-// settings come from the environment (internal/function, internal/awsenv);
-// AWS_ENDPOINT_URL_SQS points the client at a local stand-in.
+// chaos run shortens them); LOCAL_INVOCATION_TIMEOUT (local mode only, 5s
+// to 15m, default 30s, the function's Timeout in template.yaml); LOG_LEVEL.
+// AWS settings come from the environment (internal/function,
+// internal/awsenv); AWS_ENDPOINT_URL_SQS points the client at a local
+// stand-in.
 package main
 
 import (
@@ -137,11 +138,13 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		{"WEBHOOK_ATTEMPT_TIMEOUT", getenv("WEBHOOK_ATTEMPT_TIMEOUT"), &s.attemptTimeout, time.Second, 20 * time.Second},
 		{"WEBHOOK_BACKOFF_BASE", getenv("WEBHOOK_BACKOFF_BASE"), &s.backoffBase, time.Second, time.Hour},
 		{"WEBHOOK_BACKOFF_MAX", getenv("WEBHOOK_BACKOFF_MAX"), &s.backoffMax, time.Second, webhook.DefaultBackoffMax},
-		{"LOCAL_INVOCATION_TIMEOUT", getenv("LOCAL_INVOCATION_TIMEOUT"), &s.localTimeout, 5 * time.Second, 15 * time.Minute},
 	} {
 		if *d.into, err = function.ParseDuration(d.name, d.value, *d.into, d.least, d.most); err != nil {
 			problems = append(problems, err)
 		}
+	}
+	if s.localTimeout, err = function.LocalInvocationTimeout(getenv, s.localTimeout); err != nil {
+		problems = append(problems, err)
 	}
 	return s, errors.Join(problems...)
 }

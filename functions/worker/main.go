@@ -21,7 +21,8 @@
 // RETENTION_DAYS (default 30, at least 15; as the sweeper's);
 // WORKER_CONCURRENCY (records of a batch handled at once, default 10);
 // LOCAL_INVOCATION_TIMEOUT (local mode only: the deadline of one local
-// invocation, default 30s, the function's Timeout in template.yaml);
+// invocation, 5s to 15m, default 30s, the function's Timeout in
+// template.yaml);
 // DATABASE_QUERY_EXEC_MODE (as the API's); LOG_LEVEL (debug, info, warn,
 // error; default info). AWS settings come from
 // the environment (internal/function, internal/awsenv);
@@ -155,8 +156,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
 		missing = append(missing, err)
 	}
-	if s.localTimeout, err = function.ParseDuration("LOCAL_INVOCATION_TIMEOUT", getenv("LOCAL_INVOCATION_TIMEOUT"),
-		s.localTimeout, time.Nanosecond, 0); err != nil {
+	if s.localTimeout, err = function.LocalInvocationTimeout(getenv, s.localTimeout); err != nil {
 		missing = append(missing, err)
 	}
 	return s, errors.Join(missing...)

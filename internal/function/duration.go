@@ -22,3 +22,25 @@ func ParseDuration(name, value string, def, least, most time.Duration) (time.Dur
 	}
 	return d, nil
 }
+
+// EnvLocalInvocationTimeout is the deadline of one invocation of a queue
+// consumer's handler in its local mode (the worker, the webhook and the
+// feedback functions); on AWS the function's Timeout is. `make chaos`
+// shortens it to reach the deadline within a short run.
+const EnvLocalInvocationTimeout = "LOCAL_INVOCATION_TIMEOUT"
+
+// The range of EnvLocalInvocationTimeout: from the shortest in which a
+// record can start (the worker's start margin is 5 s) to Lambda's longest
+// Timeout.
+const (
+	minLocalInvocationTimeout = 5 * time.Second
+	maxLocalInvocationTimeout = 15 * time.Minute
+)
+
+// LocalInvocationTimeout reads EnvLocalInvocationTimeout through getenv:
+// empty is def (the function's Timeout in template.yaml), otherwise a
+// duration from 5s to 15m. Errors name the variable and the range.
+func LocalInvocationTimeout(getenv func(string) string, def time.Duration) (time.Duration, error) {
+	return ParseDuration(EnvLocalInvocationTimeout, getenv(EnvLocalInvocationTimeout), def,
+		minLocalInvocationTimeout, maxLocalInvocationTimeout)
+}

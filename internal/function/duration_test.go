@@ -37,3 +37,21 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 }
+
+// The local invocation timeout is read one way by every queue consumer:
+// from 5 s to 15 min, empty its default.
+func TestLocalInvocationTimeout(t *testing.T) {
+	const def = 30 * time.Second
+	for value, want := range map[string]time.Duration{"": def, "5s": 5 * time.Second, "8s": 8 * time.Second, "15m": 15 * time.Minute} {
+		got, err := function.LocalInvocationTimeout(func(k string) string { return map[string]string{function.EnvLocalInvocationTimeout: value}[k] }, def)
+		if err != nil || got != want {
+			t.Errorf("%q: %v, %v; want %v", value, got, err, want)
+		}
+	}
+	for _, value := range []string{"0s", "-1s", "4s", "16m", "8", "soon"} {
+		_, err := function.LocalInvocationTimeout(func(k string) string { return map[string]string{function.EnvLocalInvocationTimeout: value}[k] }, def)
+		if err == nil || !strings.Contains(err.Error(), "LOCAL_INVOCATION_TIMEOUT") || !strings.Contains(err.Error(), "5s to 15m0s") {
+			t.Errorf("%q: %v; want an error naming the variable and its range", value, err)
+		}
+	}
+}

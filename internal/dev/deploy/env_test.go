@@ -109,7 +109,8 @@ var packageReads = map[string]map[string][]string{
 	},
 	"github.com/jobboard/jobboard/internal/awsenv": {"Load": awsenvReads},
 	"github.com/jobboard/jobboard/internal/function": {
-		"Load": append([]string{function.EnvLambdaRuntimeAPI, function.EnvLogLevel, function.EnvFunctionVersion}, awsenvReads...),
+		"Load":                   append([]string{function.EnvLambdaRuntimeAPI, function.EnvLogLevel, function.EnvFunctionVersion}, awsenvReads...),
+		"LocalInvocationTimeout": {function.EnvLocalInvocationTimeout},
 	},
 	// LoadSettings also reads the variable its second argument names (see
 	// envReads).
