@@ -25,7 +25,8 @@ type Config struct {
 	// FunctionVersion is the metric line's version dimension (empty
 	// outside Lambda).
 	FunctionVersion string
-	// Now is the clock of the metric line. Default: time.Now.
+	// Now is the clock of the metric line and the deadline. Default:
+	// time.Now.
 	Now func() time.Time
 }
 

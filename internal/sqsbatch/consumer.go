@@ -76,7 +76,7 @@ type Result struct {
 	Stop string
 }
 
-// Handler is one function's record logic.
+// Handler is one function's record logic; both functions are required.
 type Handler[T any] struct {
 	// Process handles a record; ctx carries the invocation's deadline.
 	Process func(ctx context.Context, r Record[T]) Result
