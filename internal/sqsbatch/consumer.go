@@ -14,7 +14,10 @@
 //     database failed (an outage, not a bad record);
 //   - the redelivery of each failed record after its own retry delay, set
 //     on the queue as soon as that record ends, so that a slow sibling does
-//     not hold it back until the batch ends.
+//     not hold it back until the batch ends; but not before some record of
+//     the batch has had an answer from the database, since a batch that
+//     fails whole leaves its records to the queue's visibility timeout,
+//     which rides out an outage longer than short delays would.
 package sqsbatch
 
 import (
@@ -140,7 +143,11 @@ func Consume[T any](ctx context.Context, c Config, recs []Record[T], h Handler[T
 	}
 	close(groups)
 	wg.Wait()
-	return b.answer()
+	resp, err := b.answer()
+	if err == nil {
+		b.redeliver(ctx, b.held) // no record had an answer, and none needed one
+	}
+	return resp, err
 }
 
 // batch is the state of one Consume call that its goroutines share.
@@ -151,8 +158,10 @@ type batch[T any] struct {
 	results []Result
 
 	mu        sync.Mutex
-	stop      string     // why no new record starts, once set
-	stoppedBy *Record[T] // the record whose Stop it is
+	stop      string                // why no new record starts, once set
+	stoppedBy *Record[T]            // the record whose Stop it is
+	answered  bool                  // a record has had an answer from the database
+	held      []jobboard.Redelivery // the delays that wait for an answer
 }
 
 // runGroup runs the records of one key in order. After a failure the rest
@@ -172,13 +181,29 @@ func (b *batch[T]) runGroup(ctx context.Context, group []int) {
 			b.stopAll(res.Stop, r)
 		}
 		b.results[i] = res
-		if res.Failed {
-			if heldBy == nil {
-				heldBy = r
-			}
-			b.redeliver(ctx, r, res.RetryIn)
+		if res.Failed && heldBy == nil {
+			heldBy = r
 		}
+		b.redeliver(ctx, b.ended(r, res))
 	}
+}
+
+// ended notes a record's result and returns the redeliveries due now: the
+// record's own if it failed, and those held back, once a record has had
+// an answer from the database.
+func (b *batch[T]) ended(r *Record[T], res Result) []jobboard.Redelivery {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if res.Failed {
+		b.held = append(b.held, jobboard.Redelivery{MessageID: r.Message.MessageId, ReceiptHandle: r.Message.ReceiptHandle, After: res.RetryIn})
+	}
+	b.answered = b.answered || res.Answered
+	if !b.answered {
+		return nil
+	}
+	due := b.held
+	b.held = nil
+	return due
 }
 
 // stopped says why no new record should start, and the record that
@@ -206,21 +231,23 @@ func (b *batch[T]) stopAll(reason string, by *Record[T]) {
 	}
 }
 
-// redeliver gives a failed record its retry delay at once, in the time
-// left (even if ctx is cancelled). A failure costs only time: the record
-// comes back after the visibility timeout instead.
-func (b *batch[T]) redeliver(ctx context.Context, r *Record[T], after time.Duration) {
-	if b.c.Redelivery == nil {
+// redeliver gives failed records their retry delays, in the time left
+// (even if ctx is cancelled). A failure costs only time: the records come
+// back after the visibility timeout instead.
+func (b *batch[T]) redeliver(ctx context.Context, rs []jobboard.Redelivery) {
+	if b.c.Redelivery == nil || len(rs) == 0 {
 		return
 	}
 	deadline, _ := ctx.Deadline()
 	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(-returnMargin))
 	defer cancel()
-	err := b.c.Redelivery.Redeliver(rctx, []jobboard.Redelivery{
-		{MessageID: r.Message.MessageId, ReceiptHandle: r.Message.ReceiptHandle, After: after}})
-	if err != nil {
-		b.c.Logger.LogAttrs(ctx, slog.LevelWarn, "could not set the retry delay; the record waits for the visibility timeout",
-			slog.String("message_id", r.Message.MessageId), slog.Duration("retry_in", after), slog.String("error", err.Error()))
+	if err := b.c.Redelivery.Redeliver(rctx, rs); err != nil {
+		ids := make([]string, len(rs))
+		for i, d := range rs {
+			ids[i] = d.MessageID
+		}
+		b.c.Logger.LogAttrs(ctx, slog.LevelWarn, "could not set the retry delays; those records wait for the visibility timeout",
+			slog.Any("message_ids", ids), slog.String("error", err.Error()))
 	}
 }
 

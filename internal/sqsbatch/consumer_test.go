@@ -467,17 +467,45 @@ func TestStopStartsNoMoreRecords(t *testing.T) {
 	}
 }
 
+// recordingRedeliverer passes the retry delays on to the queue and keeps
+// the message ids it was given, call by call.
+type recordingRedeliverer struct {
+	next  jobboard.Redeliverer
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (r *recordingRedeliverer) Redeliver(ctx context.Context, rs []jobboard.Redelivery) error {
+	r.mu.Lock()
+	var ids []string
+	for _, d := range rs {
+		ids = append(ids, d.MessageID)
+	}
+	r.calls = append(r.calls, ids)
+	r.mu.Unlock()
+	return r.next.Redeliver(ctx, rs)
+}
+
+// ids are the message ids given a delay so far, in order.
+func (r *recordingRedeliverer) ids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Concat(r.calls...)
+}
+
 // The answer lists the failed records in batch order; the whole batch
-// fails only when the database failed and no record got an answer from it.
+// fails only when the database failed and no record got an answer from it,
+// and then no record gets its retry delay: the batch comes back after the
+// visibility timeout.
 func TestAnswer(t *testing.T) {
 	t.Parallel()
-	_, msgs := batchOf(t, "ok", "failed", "down", "malformed")
+	q, msgs := batchOf(t, "ok", "failed", "down", "malformed")
 	down := errors.New("injected: connection refused")
 	results := map[string]sqsbatch.Result{
 		"ok":        {Answered: true},
-		"failed":    {Failed: true, Answered: true},
-		"down":      {Failed: true, StoreErr: down},
-		"malformed": {Failed: true},
+		"failed":    {Failed: true, RetryIn: time.Minute, Answered: true},
+		"down":      {Failed: true, RetryIn: time.Minute, StoreErr: down},
+		"malformed": {Failed: true, RetryIn: time.Minute},
 	}
 	h := sqsbatch.Handler[string]{
 		Process:    func(_ context.Context, r sqsbatch.Record[string]) sqsbatch.Result { return results[r.Value] },
@@ -495,17 +523,59 @@ func TestAnswer(t *testing.T) {
 		{"malformed only", []events.SQSMessage{msgs[3]}, idsOf(msgs[3]), false},
 		{"empty", nil, nil, false},
 	} {
-		resp, err := sqsbatch.Consume(context.Background(), sqsbatch.Config{Concurrency: 4}, records(tc.msgs), h)
+		redelivery := &recordingRedeliverer{next: queue.NewRedeliverer(q.Client, q.URL)}
+		c := sqsbatch.Config{Concurrency: 4, Redelivery: redelivery}
+		resp, err := sqsbatch.Consume(context.Background(), c, records(tc.msgs), h)
 		if tc.wantErr {
-			if !errors.Is(err, down) || len(resp.BatchItemFailures) != 0 {
-				t.Errorf("%s: Consume = %+v, %v; want the batch failed with the database's error", tc.name, resp, err)
+			if !errors.Is(err, down) || len(resp.BatchItemFailures) != 0 || len(redelivery.ids()) != 0 {
+				t.Errorf("%s: Consume = %+v, %v, delays set for %v; want the batch failed with the database's error, no delay set",
+					tc.name, resp, err, redelivery.ids())
 			}
 			continue
 		}
 		if err != nil || resp.BatchItemFailures == nil || !slices.Equal(failedIDs(resp), tc.failed) {
 			t.Errorf("%s: Consume = %+v, %v; want failures %v", tc.name, resp, err, tc.failed)
 		}
+		if got := redelivery.ids(); len(got) != len(tc.failed) || !sameSet(got, tc.failed) {
+			t.Errorf("%s: delays set for %v, want %v", tc.name, got, tc.failed)
+		}
 	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// While no record of the batch has had an answer from the database, a
+// failed record's delay waits: the batch may yet fail whole. The first
+// answer sets it.
+func TestDelaysWaitForAnAnswer(t *testing.T) {
+	t.Parallel()
+	q, msgs := batchOf(t, "malformed", "ok")
+	redelivery := &recordingRedeliverer{next: queue.NewRedeliverer(q.Client, q.URL)}
+	h := sqsbatch.Handler[string]{
+		Process: func(_ context.Context, r sqsbatch.Record[string]) sqsbatch.Result {
+			if r.Value == "malformed" {
+				return sqsbatch.Result{Failed: true}
+			}
+			if got := redelivery.ids(); len(got) != 0 {
+				t.Errorf("delays set for %v before any record had an answer", got)
+			}
+			return sqsbatch.Result{Answered: true}
+		},
+		NotStarted: (&notStarted{}).handle,
+	}
+	resp, err := sqsbatch.Consume(context.Background(), sqsbatch.Config{Redelivery: redelivery}, records(msgs), h)
+	if err != nil || !slices.Equal(failedIDs(resp), idsOf(msgs[0])) {
+		t.Fatalf("Consume = %+v, %v", resp, err)
+	}
+	if got := redelivery.ids(); !slices.Equal(got, idsOf(msgs[0])) {
+		t.Errorf("delays set for %v, want the malformed record's", got)
+	}
+	awaitBack(t, q, msgs[0].MessageId) // a retry delay of zero
 }
 
 // A retry delay the queue refuses (a stale receipt handle) is logged; the
@@ -527,9 +597,8 @@ func TestRefusedRedeliveryIsLogged(t *testing.T) {
 	if err != nil || !slices.Equal(failedIDs(resp), idsOf(msgs...)) {
 		t.Errorf("Consume = %+v, %v", resp, err)
 	}
-	if line := logs.String(); !strings.Contains(line, `"level":"WARN"`) || !strings.Contains(line, msgs[0].MessageId) ||
-		!strings.Contains(line, `"retry_in":1000000000`) {
-		t.Errorf("log = %s; want a WARN line with the message id and the delay", line)
+	if line := logs.String(); !strings.Contains(line, `"level":"WARN"`) || !strings.Contains(line, msgs[0].MessageId) {
+		t.Errorf("log = %s; want a WARN line with the message id", line)
 	}
 }
 
