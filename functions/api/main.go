@@ -271,7 +271,6 @@ func newHandler(ctx context.Context, s settings, db *postgres.DB, keys httpapi.T
 		Logger:       logger,
 		TokenKeys:    keys,
 
-		Idempotency:          db,
 		ClientAddress:        gatewaySourceIP,
 		PasswordHashes:       s.passwordHashes,
 		PublicMaxAge:         s.publicMaxAge,

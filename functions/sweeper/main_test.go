@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobboard/jobboard/internal/dev/localaws"
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 	"github.com/jobboard/jobboard/internal/sweeper"
 	"github.com/jobboard/jobboard/internal/worker/workertest"
 )
@@ -96,10 +97,10 @@ func TestWireBuildsAWorkingSweeper(t *testing.T) {
 	e := workertest.New(t, workertest.Options{})
 	app := e.NewApp(t)
 	ctx := context.Background()
-	_, ev, err := e.DB.ChangeStatus(ctx, app.Employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := pgtest.MustWrite(t, e.DB, func(st jobboard.Writes) error {
+		_, err := st.ChangeStatus(ctx, app.Employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
+		return err
+	})[0]
 	if _, err := e.Pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '1 hour' WHERE event_id = $1`, ev.EventID); err != nil {
 		t.Fatal(err)
 	}

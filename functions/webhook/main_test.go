@@ -110,11 +110,11 @@ func TestWireBuildsAWorkingHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nctx, notes := jobboard.WithOutboxNotes(ctx)
-	if _, err := db.PingWebhookEndpoint(nctx, boss, company.ID, e.ID); err != nil {
-		t.Fatal(err)
-	}
-	body, err := jobboard.EncodeEvent(notes.Events()[0])
+	pinged := pgtest.MustWrite(t, db.DB, func(st jobboard.Writes) error {
+		_, err := st.PingWebhookEndpoint(ctx, boss, company.ID, e.ID)
+		return err
+	})
+	body, err := jobboard.EncodeEvent(pinged[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func newAPI(t *testing.T, url string) *inProcessAPI {
 	t.Helper()
 	db := pgtest.Open(t, url)
 	h := httpapi.NewServer(httpapi.Config{
-		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db, Idempotency: db,
+		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db,
 		TokenKey: []byte(strings.Repeat("k", 32)),
 	})
 	return &inProcessAPI{adapter: httpadapter.NewV2(h)}

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -28,12 +27,10 @@ func (s *server) apply(w http.ResponseWriter, r *http.Request, st jobboard.Write
 	if err != nil {
 		return err
 	}
-	r, notes := withOutboxNotes(r)
 	app, err := st.Apply(r.Context(), a, jobID, in)
 	if err != nil {
 		return fmt.Errorf("apply to job %d: %w", jobID, err)
 	}
-	s.relayNoted(r, notes)
 	w.Header().Set("Location", "/v1/applications/"+strconv.FormatInt(app.ID, 10))
 	return writeApplication(w, http.StatusCreated, app)
 }
@@ -137,31 +134,11 @@ func (s *server) changeStatus(w http.ResponseWriter, r *http.Request, st jobboar
 	if change.IfVersion, err = s.ifVersion(r.Context(), a, id, cond); err != nil {
 		return err
 	}
-	r, notes := withOutboxNotes(r)
-	app, ev, err := st.ChangeStatus(r.Context(), a, id, change)
+	app, err := st.ChangeStatus(r.Context(), a, id, change)
 	if err != nil {
 		return fmt.Errorf("change status of application %d to %s: %w", id, in.Status, err)
 	}
-	if ev != nil {
-		afterCommit(r, func() { s.relayEvent(r, *ev) })
-	}
-	s.relayNoted(r, notes)
 	return writeApplication(w, http.StatusOK, app)
-}
-
-// relayEvent hands a committed event to the relay, when there is one. A
-// failure only delays the event (the sweeper publishes it later), so it is
-// logged and the answer is unchanged.
-func (s *server) relayEvent(r *http.Request, ev jobboard.Event) {
-	if s.relay == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), relayTimeout)
-	defer cancel()
-	if err := s.relay.Relay(ctx, ev); err != nil {
-		loggerFrom(r.Context(), s.log).WarnContext(ctx, "relay event; the sweeper will publish it",
-			slog.String("event_id", ev.EventID), slog.String("type", ev.Type), slog.Int64("application_id", ev.ApplicationID), slog.Any("err", err))
-	}
 }
 
 // history lists an application's status changes, oldest first.

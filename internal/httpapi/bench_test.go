@@ -28,7 +28,7 @@ func benchServer(b *testing.B, n int) (http.Handler, *pgtest.DB) {
 	ctx := context.Background()
 	db := pgtest.NewDB(b)
 	h := httpapi.NewServer(httpapi.Config{
-		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Idempotency: db,
+		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db,
 		Logger:   slog.New(slog.DiscardHandler),
 		TokenKey: testKey, Password: cheapPasswords,
 	})

@@ -9,7 +9,9 @@
 // logged, never shown. Authentication is a bearer JWT (HS256) issued by
 // register and login; passwords are hashed with argon2id. What a caller may
 // see is decided by the stores, which answer jobboard.ErrNotFound for what
-// the caller may not see (404, not 403).
+// the caller may not see (404, not 403). Every POST, PATCH and DELETE runs
+// as one unit of work (write, write.go), which relays the events it
+// committed before the client gets the answer.
 //
 // The same handler serves local HTTP and, through the API Gateway proxy
 // adapter in functions/api, Lambda; when a request comes through API Gateway

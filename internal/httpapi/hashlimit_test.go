@@ -96,7 +96,7 @@ func TestBusyHashingAnswers503AndCountsNothing(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	s := newServer(Config{
-		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Logins: db, Idempotency: db,
+		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Logins: db,
 		TokenKey: []byte("httpapi-test-signing-key-32bytes"),
 		Password: PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}, PasswordHashes: 1, PasswordHashWait: time.Millisecond,
 	})
@@ -162,7 +162,7 @@ func TestRelayDeadlineIsItsOwn(t *testing.T) {
 	db := pgtest.NewDB(t)
 	relay := &deadlineRelay{}
 	s := newServer(Config{
-		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Logins: db, Idempotency: db, Relay: relay,
+		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Logins: db, Relay: relay,
 		TokenKey: []byte("httpapi-test-signing-key-32bytes"),
 		Password: PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1},
 	})

@@ -60,7 +60,7 @@ func newAPIOn(t *testing.T, db *pgtest.DB, adjust ...func(*httpapi.Config)) *api
 	t.Helper()
 	logs := &syncio.Buffer{}
 	cfg := httpapi.Config{
-		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db, Idempotency: db, Suppressions: db,
+		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db, Suppressions: db,
 		Logger:        slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TokenKey:      testKey,
 		Password:      cheapPasswords,

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +27,7 @@ const (
 // made afresh for every answer.
 var replayedHeaders = []string{"Content-Type", "Location", "ETag"}
 
-// keyPolicy says how a POST or PATCH route treats Idempotency-Key.
+// keyPolicy says how a POST, PATCH or DELETE route treats Idempotency-Key.
 type keyPolicy int
 
 const (
@@ -49,6 +47,9 @@ const (
 	// keysSecretAnswer: keys per user, for an answer that shows a webhook
 	// signing secret: it is stored with the secret sealed (webhook.go).
 	keysSecretAnswer
+	// keysNone: DELETE, idempotent by its method (a repeat finds nothing
+	// and answers 404, changing nothing): the header is not read.
+	keysNone
 )
 
 // errKeyReused answers a key sent again with a different request.
@@ -88,99 +89,54 @@ func notKeyRune(r rune) bool {
 	return !strings.ContainsRune("-_.:~+/=", r)
 }
 
-// writeFunc is the shape of a POST or PATCH handler: an apiFunc that
-// writes through the Writes it is given, never through the server's
-// stores, so that a keyed write's transaction holds every write it makes.
-type writeFunc func(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error
-
-// noWrites is a writeFunc for a handler that makes none of Writes' writes
-// (registration, login, the password reset: their keys are ignored).
-func noWrites(h apiFunc) writeFunc {
-	return func(w http.ResponseWriter, r *http.Request, _ jobboard.Writes) error { return h(w, r) }
+// idempotentRequest reads what makes a write keyed, as policy takes it:
+// without a key, or on a route that ignores keys, nil (so is it for a
+// caller not signed in: the handler answers 401). With one, the key is
+// checked (400) and scoped to the caller, and the body read (it is part of
+// the request's fingerprint); an answer stored under the key is replayed
+// if the request has the same fingerprint (a keyed MAC of it, see
+// fingerprint.go), else refused (422): replayed then says the request is
+// answered. Errors: *requestError, errKeyReused, the body's, the stores'.
+func (s *server) idempotentRequest(w http.ResponseWriter, r *http.Request, policy keyPolicy) (req *jobboard.IdempotentRequest, body []byte, replayed bool, err error) {
+	if policy == keysNone {
+		return nil, nil, false, nil
+	}
+	key, ok, err := parseIdempotencyKey(r.Header)
+	if err != nil || !ok || policy == keysIgnored {
+		return nil, nil, false, err
+	}
+	a, signedIn, _ := s.optionalActor(r)
+	if !signedIn {
+		return nil, nil, false, nil // no one, or a bad token: the handler answers 401
+	}
+	scope := "user:" + strconv.FormatInt(a.UserID, 10)
+	if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes)); err != nil {
+		return nil, nil, false, fmt.Errorf("read body: %w", err) // 413 when too large
+	}
+	fp, err := s.fingerprints.sum(r.Context(), scope, r, body)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	req = &jobboard.IdempotentRequest{Scope: scope, Key: key, Fingerprint: fp}
+	replayed, err = s.replay(w, r, *req, body, policy)
+	return req, body, replayed, err
 }
 
-// keyed wraps the handler of a POST or PATCH route with Idempotency-Key.
-// Without the header the handler runs as it would anyway, with the store's
-// own Writes. With it:
-//
-//  1. The key is checked (400) and scoped to the caller.
-//  2. An answer stored under the key is replayed (Idempotent-Replayed:
-//     true) if the request has the same fingerprint (a keyed MAC of it,
-//     see fingerprint.go), else refused (422).
-//  3. Otherwise the handler runs against a recorder, with the Writes of a
-//     keyed write (IdempotencyStore.KeyedWrite): they share one
-//     transaction, begun at the first write, so that decoding and
-//     validation hold no transaction. A concurrent request holding the key
-//     makes that first write fail: 409 (or a replay, if it has finished
-//     meanwhile).
-//  4. A success (2xx) is stored and committed with the writes, then the
-//     work waiting for the commit (the event relay) runs, then the client
-//     gets the answer. An error rolls everything back and stores nothing:
-//     nothing was written, so a retry runs again.
-func (s *server) keyed(policy keyPolicy, h writeFunc) apiFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		key, ok, err := parseIdempotencyKey(r.Header)
-		if err != nil {
-			return err
-		}
-		if !ok || policy == keysIgnored {
-			return h(w, r, s.writes)
-		}
-		a, signedIn, err := s.optionalActor(r)
-		if err != nil || !signedIn {
-			return h(w, r, s.writes) // the handler answers 401
-		}
-		scope := "user:" + strconv.FormatInt(a.UserID, 10)
-		if s.idempotency == nil {
-			return errors.New("an Idempotency-Key arrived but no idempotency store is configured")
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-		if err != nil {
-			return fmt.Errorf("read body: %w", err) // 413 when too large
-		}
-		fp, err := s.fingerprints.sum(r.Context(), scope, r, body)
-		if err != nil {
-			return err
-		}
-		req := jobboard.IdempotentRequest{Scope: scope, Key: key, Fingerprint: fp}
-		if replayed, err := s.replay(w, r, req, body, policy); replayed || err != nil {
-			return err
-		}
-
-		hooks := &afterCommitHooks{}
-		inner := r.WithContext(context.WithValue(r.Context(), afterCommitKey{}, hooks))
-		inner.Body = io.NopCloser(bytes.NewReader(body))
-		rec := newRecorder()
-		var committed bool
-		var handlerErr error
-		err = s.idempotency.KeyedWrite(r.Context(), req, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
-			if handlerErr = h(rec, inner, st); handlerErr != nil {
-				return nil, handlerErr
-			}
-			if rec.status < 200 || rec.status > 299 {
-				return nil, nil // rolled back; the answer is sent as it is
-			}
-			answer := rec.answer(req.Fingerprint)
-			if policy == keysSecretAnswer {
-				if answer.Body, err = s.sealSecretAnswer(answer.Body); err != nil {
-					return nil, err
-				}
-			}
-			committed = true
-			return &answer, nil
-		})
-		if err != nil && err != handlerErr { //nolint:errorlint // which error, not which kind
-			err = fmt.Errorf("keyed write: %w", err)
-		}
-		if err != nil {
-			return s.keyConflict(w, r, req, body, policy, err)
-		}
-		if committed {
-			hooks.run()
-		}
-		rec.writeTo(w)
-		return nil
+// storedAnswer is what a keyed write stores of its handler's answer: a
+// success (2xx), with the secret it shows sealed (keysSecretAnswer); nil,
+// and so a rollback, for any other answer.
+func (s *server) storedAnswer(rec *recorder, req *jobboard.IdempotentRequest, policy keyPolicy) (*jobboard.StoredResponse, error) {
+	if rec.status < 200 || rec.status > 299 {
+		return nil, nil // rolled back; the answer is sent as it is
 	}
+	answer := rec.answer(req.Fingerprint)
+	if policy == keysSecretAnswer {
+		var err error
+		if answer.Body, err = s.sealSecretAnswer(answer.Body); err != nil {
+			return nil, err
+		}
+	}
+	return &answer, nil
 }
 
 // keyConflict answers an error of a keyed write. When the key was taken by
@@ -202,7 +158,7 @@ func (s *server) keyConflict(w http.ResponseWriter, r *http.Request, req jobboar
 // whether the stored answer holds a sealed secret). Errors: errKeyReused
 // for another request, the store's and the key source's errors.
 func (s *server) replay(w http.ResponseWriter, r *http.Request, req jobboard.IdempotentRequest, body []byte, policy keyPolicy) (bool, error) {
-	stored, err := s.idempotency.StoredResponse(r.Context(), req.Scope, req.Key)
+	stored, err := s.writes.StoredResponse(r.Context(), req.Scope, req.Key)
 	switch {
 	case errors.Is(err, jobboard.ErrNotFound):
 		return false, nil
@@ -237,79 +193,4 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request, req jobboard.Ide
 	w.WriteHeader(stored.Status)
 	_, _ = w.Write(stored.Body) // the client went away; nothing to do
 	return true, nil
-}
-
-// recorder holds a handler's answer until its keyed write has committed.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func newRecorder() *recorder { return &recorder{header: http.Header{}} }
-
-func (rec *recorder) Header() http.Header { return rec.header }
-
-func (rec *recorder) WriteHeader(status int) {
-	if rec.status == 0 {
-		rec.status = status
-	}
-}
-
-func (rec *recorder) Write(b []byte) (int, error) {
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	return rec.body.Write(b)
-}
-
-// writeTo sends the recorded answer.
-func (rec *recorder) writeTo(w http.ResponseWriter) {
-	h := w.Header()
-	for name, values := range rec.header {
-		h[name] = values
-	}
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	w.WriteHeader(rec.status)
-	_, _ = w.Write(rec.body.Bytes()) // the client went away; nothing to do
-}
-
-// answer is what is stored of the recorded answer.
-func (rec *recorder) answer(fp []byte) jobboard.StoredResponse {
-	a := jobboard.StoredResponse{Fingerprint: fp, Status: rec.status, Header: map[string]string{}, Body: rec.body.Bytes()}
-	for _, name := range replayedHeaders {
-		if v := rec.header.Get(name); v != "" {
-			a.Header[name] = v
-		}
-	}
-	return a
-}
-
-// afterCommitKey is the context key of the work waiting for a keyed write's
-// commit.
-type afterCommitKey struct{}
-
-// afterCommitHooks is the work a handler wants done only once its writes
-// are committed: publishing an event that a rollback would have undone.
-type afterCommitHooks struct {
-	fns []func()
-}
-
-func (h *afterCommitHooks) run() {
-	for _, fn := range h.fns {
-		fn()
-	}
-}
-
-// afterCommit runs fn once the request's writes are committed: at once when
-// they committed on their own, after the keyed write's commit otherwise
-// (never, when it rolls back).
-func afterCommit(r *http.Request, fn func()) {
-	if hooks, ok := r.Context().Value(afterCommitKey{}).(*afterCommitHooks); ok {
-		hooks.fns = append(hooks.fns, fn)
-		return
-	}
-	fn()
 }

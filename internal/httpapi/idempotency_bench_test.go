@@ -78,7 +78,7 @@ func keyBenchServer(b *testing.B, durable bool, passwords httpapi.PasswordParams
 	}
 	b.Cleanup(db.Close)
 	return httpapi.NewServer(httpapi.Config{
-		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Idempotency: db,
+		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db,
 		Logger: slog.New(slog.DiscardHandler), TokenKey: testKey, Password: passwords,
 	})
 }

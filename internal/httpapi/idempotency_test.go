@@ -139,13 +139,13 @@ func TestIdempotencyKeyReusedWithAnotherRequest(t *testing.T) {
 // after its write and before its commit, until released: a first request
 // still running.
 type heldCompanies struct {
-	jobboard.IdempotencyStore
+	jobboard.WriteStore
 	holding       atomic.Bool
 	held, release chan struct{}
 }
 
-func (h *heldCompanies) KeyedWrite(ctx context.Context, req jobboard.IdempotentRequest, fn func(jobboard.Writes) (*jobboard.StoredResponse, error)) error {
-	return h.IdempotencyStore.KeyedWrite(ctx, req, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+func (h *heldCompanies) Write(ctx context.Context, key *jobboard.IdempotentRequest, fn func(jobboard.Writes) (*jobboard.StoredResponse, error)) ([]jobboard.Event, error) {
+	return h.WriteStore.Write(ctx, key, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
 		return fn(heldWrites{st, h})
 	})
 }
@@ -170,7 +170,7 @@ func (w heldWrites) CreateCompany(ctx context.Context, a jobboard.Actor, nc jobb
 func TestIdempotencyRetryWhileFirstRuns(t *testing.T) {
 	t.Parallel()
 	hold := &heldCompanies{held: make(chan struct{}), release: make(chan struct{})}
-	a := newAPI(t, func(c *httpapi.Config) { hold.IdempotencyStore = c.Idempotency; c.Idempotency = hold })
+	a := newAPI(t, func(c *httpapi.Config) { hold.WriteStore = c.Writes; c.Writes = hold })
 	employer := a.register(jobboard.RoleEmployer)
 	key := newKey()
 	body := map[string]any{"name": "Slow Inc"}

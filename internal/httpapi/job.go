@@ -155,12 +155,10 @@ func (s *server) updateJob(w http.ResponseWriter, r *http.Request, st jobboard.W
 		}
 		patch.SetSalary, patch.Salary = true, salary
 	}
-	r, notes := withOutboxNotes(r)
 	j, err := st.UpdateJob(r.Context(), a, id, patch)
 	if err != nil {
 		return fmt.Errorf("update job %d: %w", id, err)
 	}
-	s.relayNoted(r, notes)
 	return writeJSON(w, http.StatusOK, j)
 }
 

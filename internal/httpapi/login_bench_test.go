@@ -28,7 +28,7 @@ func BenchmarkLogin(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			db := pgtest.NewDB(b)
 			h := httpapi.NewServer(httpapi.Config{
-				Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Idempotency: db, Logins: db,
+				Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Logins: db,
 				Logger: slog.New(slog.DiscardHandler), TokenKey: testKey, Password: c.params,
 			})
 			send := func(method, path, body, token string, want int) []byte {

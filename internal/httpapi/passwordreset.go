@@ -27,18 +27,16 @@ import (
 // sends nothing), and the event is relayed alike. An address over its
 // bounds gets the same 202, and no email.
 // POST /v1/auth/password-reset → 202; 400; 422.
-func (s *server) requestPasswordReset(w http.ResponseWriter, r *http.Request) error {
+func (s *server) requestPasswordReset(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	in, err := decodeValid[jobboard.PasswordResetRequest](w, r)
 	if err != nil {
 		return err
 	}
-	ev, err := s.users.RequestPasswordReset(r.Context(), in.Email, s.resetPolicy, s.now())
+	queued, err := st.RequestPasswordReset(r.Context(), in.Email, s.resetPolicy, s.now())
 	if err != nil {
 		return fmt.Errorf("request password reset: %w", err)
 	}
-	if ev != nil {
-		afterCommit(r, func() { s.relayEvent(r, *ev) })
-	} else {
+	if !queued {
 		// The address asked too often: no email, the same answer.
 		loggerFrom(r.Context(), s.log).InfoContext(r.Context(), "password reset not queued: the address had too many this hour",
 			slog.String("email_digest", fmt.Sprintf("%x", jobboard.EmailDigest(in.Email)[:8])))
@@ -57,7 +55,7 @@ func (s *server) requestPasswordReset(w http.ResponseWriter, r *http.Request) er
 // POST /v1/auth/password-reset/confirm → 200 user; 400
 // invalid-password-reset-token; 410 password-reset-token-expired or
 // password-reset-token-used; 422.
-func (s *server) resetPassword(w http.ResponseWriter, r *http.Request) error {
+func (s *server) resetPassword(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	in, err := decodeValid[jobboard.PasswordReset](w, r)
 	if err != nil {
 		return err
@@ -70,7 +68,7 @@ func (s *server) resetPassword(w http.ResponseWriter, r *http.Request) error {
 	if err := s.users.CheckPasswordResetToken(ctx, tokenHash, s.now()); err != nil {
 		return err
 	}
-	u, err := s.users.ResetPassword(ctx, tokenHash, s.passwords.hash(in.Password), s.now())
+	u, err := st.ResetPassword(ctx, tokenHash, s.passwords.hash(in.Password), s.now())
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ import (
 func BenchmarkPasswordResetRequest(b *testing.B) {
 	db := pgtest.NewDB(b)
 	h := httpapi.NewServer(httpapi.Config{
-		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Idempotency: db,
+		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db,
 		Logger: slog.New(slog.DiscardHandler), TokenKey: testKey, Password: cheapPasswords,
 		PasswordResetPolicy: jobboard.VerificationPolicy{Cooldown: time.Nanosecond, Window: time.Nanosecond, PerAccount: 1, PerAddress: 1 << 30},
 	})

@@ -22,18 +22,17 @@ type Pinger interface {
 // Config is what the server needs. The four stores, Writes and TokenKey
 // or TokenKeys are required; the rest have defaults.
 type Config struct {
-	// Writes are the stores' writes, each committing on its own, that a
-	// POST or PATCH without an Idempotency-Key makes (with one, it gets
-	// the Writes of its keyed write from Idempotency).
-	Writes       jobboard.Writes
+	// Writes runs every write of a POST, PATCH or DELETE as one unit of
+	// work, and keeps the answers of those sent with an Idempotency-Key.
+	Writes       jobboard.WriteStore
 	Users        jobboard.UserStore
 	Companies    jobboard.CompanyStore
 	Jobs         jobboard.JobStore
 	Applications jobboard.ApplicationStore
 	// Pinger backs /readyz. Nil: /readyz always answers 503.
 	Pinger Pinger
-	// Relay, when set, publishes a status change's event right after its
-	// transaction commits. A failure is logged (WARN) and does not change the
+	// Relay, when set, publishes the events a write committed right after
+	// its commit. A failure is logged (WARN) and does not change the
 	// answer: the outbox row stays unpublished for the sweeper.
 	Relay jobboard.EventRelay
 	// Logger receives the access log and errors. Nil: logs are discarded.
@@ -88,9 +87,6 @@ type Config struct {
 	PasswordResetPolicy jobboard.VerificationPolicy
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
-	// Idempotency keeps the answers of writes sent with an Idempotency-Key.
-	// Nil: such writes fail (500) rather than run without the guarantee.
-	Idempotency jobboard.IdempotencyStore
 	// PublicMaxAge and StaleWhileRevalidate make the Cache-Control of
 	// anonymous job searches, jobs and companies. Zero: DefaultPublicMaxAge
 	// and DefaultStaleWhileRevalidate.
@@ -124,7 +120,7 @@ type Config struct {
 	Suppressions jobboard.SuppressionList
 }
 
-// relayTimeout bounds the fast-path publish of a status event. It runs
+// relayTimeout bounds the fast-path publish of an event. It runs
 // detached from the client's cancellation: a client that hangs up must not
 // abort a publish that the sweeper would otherwise have to redo.
 const relayTimeout = 5 * time.Second
@@ -134,13 +130,13 @@ const readyTimeout = 2 * time.Second
 
 // server holds the dependencies shared by the handlers.
 type server struct {
-	writes       jobboard.Writes
+	writes       jobboard.WriteStore
 	users        jobboard.UserStore
 	companies    jobboard.CompanyStore
 	jobs         jobboard.JobStore
 	applications jobboard.ApplicationStore
 	pinger       Pinger
-	relay        jobboard.EventRelay
+	relayer      jobboard.EventRelay
 	log          *slog.Logger
 	requestID    func(*http.Request) string
 	tokens       tokenIssuer
@@ -156,8 +152,7 @@ type server struct {
 	now          func() time.Time
 	mux          *http.ServeMux
 	patterns     []string // registered routes, for tests
-	idempotency  jobboard.IdempotencyStore
-	publicCache  string // Cache-Control of anonymous public reads
+	publicCache  string   // Cache-Control of anonymous public reads
 	corsOrigins  []string
 	metrics      io.Writer // nil: none
 	version      string
@@ -231,7 +226,7 @@ func newServer(cfg Config) *server {
 		jobs:         cfg.Jobs,
 		applications: cfg.Applications,
 		pinger:       cfg.Pinger,
-		relay:        cfg.Relay,
+		relayer:      cfg.Relay,
 		log:          cfg.Logger,
 		requestID:    cfg.RequestID,
 		tokens:       tokenIssuer{keys: cfg.TokenKeys, ttl: cfg.TokenTTL, now: cfg.Now},
@@ -243,7 +238,6 @@ func newServer(cfg Config) *server {
 		fingerprints: newFingerprinter(cfg.TokenKeys),
 		now:          cfg.Now,
 		mux:          http.NewServeMux(),
-		idempotency:  cfg.Idempotency,
 		publicCache:  publicCacheControl(cfg.PublicMaxAge, cfg.StaleWhileRevalidate),
 		corsOrigins:  cfg.CORSAllowedOrigins,
 		metrics:      cfg.Metrics,

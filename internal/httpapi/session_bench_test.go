@@ -58,7 +58,7 @@ func BenchmarkAuthenticatedRead(b *testing.B) {
 	ctx := context.Background()
 	db := pgtest.NewDB(b)
 	h := httpapi.NewServer(httpapi.Config{
-		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db, Idempotency: db,
+		Writes: db, Users: db, Companies: db, Jobs: db, Applications: db, Pinger: db,
 		Logger: slog.New(slog.DiscardHandler), TokenKey: testKey, Password: cheapPasswords,
 	})
 	post := func(path, token string, body any) []byte {

@@ -30,7 +30,7 @@ type session struct {
 // login, so that a client cannot probe addresses without limit.
 // POST /v1/auth/register → 201 session; 409 email-taken; 422; 429; 503
 // busy.
-func (s *server) register(w http.ResponseWriter, r *http.Request) error {
+func (s *server) register(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	in, err := decodeValid[jobboard.Registration](w, r)
 	if err != nil {
 		return err
@@ -44,16 +44,14 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) error {
 	if err := s.hashCounted(ctx, func() { hash = s.passwords.hash(in.Password) }, client); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	u, ev, err := s.users.Register(ctx, in, hash, s.verificationPolicy, s.now())
+	u, queued, err := st.Register(ctx, in, hash, s.verificationPolicy, s.now())
 	if err != nil {
 		return fmt.Errorf("register %s: %w", in.Role, err)
 	}
 	if err := s.attemptSucceeded(ctx, client); err != nil {
 		return fmt.Errorf("registration of user %d: %w", u.ID, err)
 	}
-	if ev != nil {
-		afterCommit(r, func() { s.relayEvent(r, *ev) })
-	} else {
+	if !queued {
 		loggerFrom(ctx, s.log).InfoContext(ctx, "registered without a verification email: the address had too many this hour",
 			slog.Int64("user_id", u.ID))
 	}
@@ -69,7 +67,9 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) error {
 // owner signing in from elsewhere.
 // POST /v1/auth/login → 200 session; 401 invalid-credentials; 422; 429;
 // 503 busy.
-func (s *server) login(w http.ResponseWriter, r *http.Request) error {
+// Its only writes are the throttle's counts, which stand whatever the
+// answer (see jobboard.Writes).
+func (s *server) login(w http.ResponseWriter, r *http.Request, _ jobboard.Writes) error {
 	var in jobboard.Credentials
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err

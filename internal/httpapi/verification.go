@@ -59,14 +59,13 @@ func (s *server) resendVerification(w http.ResponseWriter, r *http.Request, st j
 	if err != nil {
 		return err
 	}
-	ev, err := st.RequestVerification(r.Context(), a.UserID, s.verificationPolicy, s.now())
+	err = st.RequestVerification(r.Context(), a.UserID, s.verificationPolicy, s.now())
 	if errors.Is(err, jobboard.ErrNotFound) {
 		return fmt.Errorf("token of deleted user %d: %w", a.UserID, jobboard.ErrUnauthenticated)
 	}
 	if err != nil {
 		return fmt.Errorf("resend verification to user %d: %w", a.UserID, err)
 	}
-	afterCommit(r, func() { s.relayEvent(r, ev) })
 	w.WriteHeader(http.StatusAccepted)
 	return nil
 }

@@ -142,12 +142,12 @@ func (s *server) updateWebhook(w http.ResponseWriter, r *http.Request, st jobboa
 
 // deleteWebhook deletes an endpoint with its delivery log.
 // DELETE /v1/companies/{id}/webhooks/{wid} → 204; 400; 401; 404.
-func (s *server) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
+func (s *server) deleteWebhook(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
 	}
-	if err := s.webhooks.DeleteWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint); err != nil {
+	if err := st.DeleteWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint); err != nil {
 		return fmt.Errorf("delete webhook endpoint %d: %w", t.endpoint, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -237,12 +237,10 @@ func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request, s
 	if err != nil {
 		return err
 	}
-	ctx, notes := jobboard.WithOutboxNotes(r.Context())
-	d, err := st.ReplayWebhookDelivery(ctx, t.actor, t.company, t.endpoint, deliveryID)
+	d, err := st.ReplayWebhookDelivery(r.Context(), t.actor, t.company, t.endpoint, deliveryID)
 	if err != nil {
 		return fmt.Errorf("replay webhook delivery %d: %w", deliveryID, err)
 	}
-	s.relayNoted(r, notes)
 	return writeJSON(w, http.StatusAccepted, d)
 }
 
@@ -254,35 +252,11 @@ func (s *server) pingWebhook(w http.ResponseWriter, r *http.Request, st jobboard
 	if err != nil {
 		return err
 	}
-	ctx, notes := jobboard.WithOutboxNotes(r.Context())
-	d, err := st.PingWebhookEndpoint(ctx, t.actor, t.company, t.endpoint)
+	d, err := st.PingWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint)
 	if err != nil {
 		return fmt.Errorf("ping webhook endpoint %d: %w", t.endpoint, err)
 	}
-	s.relayNoted(r, notes)
 	return writeJSON(w, http.StatusAccepted, d)
-}
-
-// relayNoted relays, once the request's writes are committed, the events
-// its store calls noted (jobboard.OutboxNotes): the webhook deliveries a
-// change dispatched. Without it they wait for the sweeper.
-func (s *server) relayNoted(r *http.Request, notes *jobboard.OutboxNotes) {
-	evs := notes.Events()
-	if len(evs) == 0 {
-		return
-	}
-	afterCommit(r, func() {
-		for _, ev := range evs {
-			s.relayEvent(r, ev)
-		}
-	})
-}
-
-// withOutboxNotes returns r with a context whose store writes note their
-// outbox events, and the notes.
-func withOutboxNotes(r *http.Request) (*http.Request, *jobboard.OutboxNotes) {
-	ctx, notes := jobboard.WithOutboxNotes(r.Context())
-	return r.WithContext(ctx), notes
 }
 
 // The answers that carry a signing secret (create, rotate-secret) are kept

@@ -164,8 +164,8 @@ type ApplicationWrites interface {
 	// ErrDuplicateApplication, ErrForbidden (actor is not a candidate).
 	Apply(ctx context.Context, actor Actor, jobID int64, a NewApplication) (Application, error)
 	// ChangeStatus moves an application to a new status and, in the same
-	// transaction, records the history row and the outbox event. The event is
-	// nil when the status was already the requested one (nothing changes).
+	// transaction, records the history row and the outbox event. Asking
+	// for the status it has already changes nothing and writes no event.
 	// Errors: ErrNotFound, ErrInvalidTransition, ErrPreconditionFailed.
-	ChangeStatus(ctx context.Context, actor Actor, id int64, c StatusChange) (Application, *Event, error)
+	ChangeStatus(ctx context.Context, actor Actor, id int64, c StatusChange) (Application, error)
 }

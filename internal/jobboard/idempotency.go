@@ -39,33 +39,51 @@ type StoredResponse struct {
 	Body   []byte
 }
 
-// IdempotencyStore keeps the answers of keyed writes, each committed in the
-// same transaction as the write it answers for.
-type IdempotencyStore interface {
+// WriteStore runs the writes of a request (POST, PATCH, DELETE) as one
+// unit of work, hands back what the unit committed, and keeps the answers
+// of keyed writes.
+type WriteStore interface {
 	// StoredResponse returns the answer stored under scope and key within
 	// the last IdempotencyKeyTTL. Errors: ErrNotFound.
 	StoredResponse(ctx context.Context, scope, key string) (StoredResponse, error)
-	// KeyedWrite runs fn with the Writes of one keyed write: they write in
-	// one transaction, begun at the first of them (so that work before it,
-	// such as hashing a password, holds no transaction), which commits
-	// together with the answer fn returns. When fn returns an error or no
-	// answer (nil), everything rolls back and nothing is stored. The
-	// Writes are fn's alone: used after fn returns they fail. Errors: fn's;
-	// ErrIdempotencyKeyInUse, from the first write or the commit, when
-	// another request holds the key or has stored an answer under it since
-	// it was looked up (nothing is committed); the commit's error.
-	KeyedWrite(ctx context.Context, req IdempotentRequest, fn func(Writes) (*StoredResponse, error)) error
+	// Write runs fn with the Writes of one unit of work and returns the
+	// events that the unit committed to the outbox (status events, webhook
+	// deliveries, verification and password reset emails), in the order
+	// written, for the relay to publish. They come back only once
+	// committed: the unit collects them itself, and nothing else carries
+	// them.
+	//
+	// With key, the writes share one transaction, begun at the first of
+	// them (so that work before it, such as hashing a password, holds no
+	// transaction), which commits together with the answer fn returns,
+	// stored under key. When fn returns an error or no answer (nil),
+	// everything rolls back, nothing is stored and no event is returned.
+	//
+	// Without key (nil), each write commits on its own as it returns, as
+	// one statement or one short transaction, and fn's answer is not
+	// stored; the events of the writes that committed are returned, fn's
+	// error or not.
+	//
+	// The Writes are fn's alone: used after fn returns they fail. Errors:
+	// fn's; with key, ErrIdempotencyKeyInUse, from the first write or the
+	// commit, when another request holds the key or has stored an answer
+	// under it since it was looked up (nothing is committed), and the
+	// commit's error.
+	Write(ctx context.Context, key *IdempotentRequest, fn func(Writes) (*StoredResponse, error)) ([]Event, error)
 }
 
-// Writes are every write that a POST or PATCH handler makes, handed to it
-// explicitly: the store's own, each committing on its own, or those of a
-// keyed write, all in its transaction. The reads stay with the stores; no
-// handler can write around the transaction it was given.
+// Writes are every write that a request makes, handed to it by
+// WriteStore.Write: each committing on its own, or all in the transaction
+// of a keyed write. The reads stay with the stores; no handler can write
+// around the unit of work it was given, and no write hands its events back
+// other than through it. The login throttle's counts (LoginThrottle) are
+// not among them: a failed attempt counts whatever becomes of the request.
 type Writes interface {
 	CompanyWrites
 	JobWrites
 	ApplicationWrites
 	UserWrites
+	PasswordResetWrites
 	WebhookWrites
 	SuppressionWrites
 }

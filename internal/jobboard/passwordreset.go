@@ -113,21 +113,25 @@ type PasswordResetEmail struct {
 	ExpiresAt time.Time
 }
 
-// PasswordResetStore keeps the requests and tokens of password resets.
+// PasswordResetStore checks the tokens of password resets.
 type PasswordResetStore interface {
-	// RequestPasswordReset queues a reset email to email (normalised) for
-	// the account that has the address, within p's bounds for the address,
-	// and returns its event for the relay; nil when the bounds refuse
-	// (nothing queued). The statements are the same whether or not an
-	// account has the address: without one, the event is queued without a
-	// user id. Errors: database errors.
-	RequestPasswordReset(ctx context.Context, email string, p VerificationPolicy, now time.Time) (*Event, error)
 	// CheckPasswordResetToken reports whether the token with this hash
 	// could reset a password at now, using nothing up: a password is
 	// hashed only for a token that can. Errors:
 	// ErrPasswordResetTokenInvalid, ErrPasswordResetTokenExpired,
 	// ErrPasswordResetTokenUsed.
 	CheckPasswordResetToken(ctx context.Context, tokenHash []byte, now time.Time) error
+}
+
+// PasswordResetWrites are the writes of password resets (see Writes).
+type PasswordResetWrites interface {
+	// RequestPasswordReset queues a reset email (an outbox event) to email
+	// (normalised) for the account that has the address, within p's
+	// bounds for the address; queued is false when the bounds refuse
+	// (nothing queued). The statements are the same whether or not an
+	// account has the address: without one, the event is queued without a
+	// user id. Errors: database errors.
+	RequestPasswordReset(ctx context.Context, email string, p VerificationPolicy, now time.Time) (queued bool, err error)
 	// ResetPassword uses up the token with this hash and, in the same
 	// statement, sets the account's password hash, marks its address
 	// verified (the token was sent to it), records the change at now

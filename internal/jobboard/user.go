@@ -106,12 +106,6 @@ type Credentials struct {
 // resets of their passwords.
 type UserStore interface {
 	PasswordResetStore
-	// Register stores a new, unverified user with the given password hash
-	// and, in the same transaction, queues a verification email (an outbox
-	// event, returned for the relay) unless p's bounds for the address
-	// refuse it; then the event is nil and the user can ask again later.
-	// Errors: ErrEmailTaken.
-	Register(ctx context.Context, r Registration, passwordHash string, p VerificationPolicy, now time.Time) (User, *Event, error)
 	// UserByEmail returns a user and its password hash. Errors: ErrNotFound.
 	UserByEmail(ctx context.Context, email string) (User, string, error)
 	// UserByID returns a user. Errors: ErrNotFound.
@@ -122,11 +116,15 @@ type UserStore interface {
 // request makes through the Writes it is given (see Writes): in a keyed
 // write's transaction, or each committing on its own.
 type UserWrites interface {
+	// Register stores a new, unverified user with the given password hash
+	// and, in the same transaction, queues a verification email (an outbox
+	// event) unless p's bounds for the address refuse it; queued says
+	// which, and the user can ask again later. Errors: ErrEmailTaken.
+	Register(ctx context.Context, r Registration, passwordHash string, p VerificationPolicy, now time.Time) (u User, queued bool, err error)
 	// RequestVerification queues another verification email for the
-	// user, within p's bounds, and returns its event for the relay.
-	// Errors: ErrNotFound, ErrAlreadyVerified, a
+	// user, within p's bounds. Errors: ErrNotFound, ErrAlreadyVerified, a
 	// *VerificationThrottledError (nothing queued).
-	RequestVerification(ctx context.Context, userID int64, p VerificationPolicy, now time.Time) (Event, error)
+	RequestVerification(ctx context.Context, userID int64, p VerificationPolicy, now time.Time) error
 	// VerifyEmail marks verified the address that the token with this
 	// hash was sent to, and uses the token up. Errors:
 	// ErrVerificationTokenInvalid (unknown), ErrVerificationTokenExpired,

@@ -522,19 +522,15 @@ var (
 // WebhookStore keeps a company's endpoints and their delivery log. Every
 // method checks that the actor is a member of the company and that the
 // endpoint belongs to it; anyone else gets ErrNotFound, and an actor whose
-// session has ended (see Actor) ErrSessionRevoked. The methods that
-// dispatch a delivery (ReplayWebhookDelivery, PingWebhookEndpoint) write
-// its outbox row in their transaction and note it in the context's
-// OutboxNotes.
+// session has ended (see Actor) ErrSessionRevoked. So do the writes of
+// WebhookWrites; those that dispatch a delivery (ReplayWebhookDelivery,
+// PingWebhookEndpoint) write its outbox row in their transaction.
 type WebhookStore interface {
 	// WebhookEndpoints lists the company's endpoints, oldest first.
 	// Errors: ErrNotFound.
 	WebhookEndpoints(ctx context.Context, actor Actor, companyID int64) ([]WebhookEndpoint, error)
 	// WebhookEndpoint returns one endpoint. Errors: ErrNotFound.
 	WebhookEndpoint(ctx context.Context, actor Actor, companyID, id int64) (WebhookEndpoint, error)
-	// DeleteWebhookEndpoint deletes an endpoint and its log; its pending
-	// deliveries are dropped. Errors: ErrNotFound.
-	DeleteWebhookEndpoint(ctx context.Context, actor Actor, companyID, id int64) error
 	// WebhookDeliveries lists an endpoint's deliveries, newest first.
 	// Errors: ErrNotFound.
 	WebhookDeliveries(ctx context.Context, actor Actor, companyID, endpointID int64, f WebhookDeliveryFilter) (Page[WebhookDelivery], error)
@@ -561,6 +557,9 @@ type WebhookWrites interface {
 	// PingWebhookEndpoint dispatches a WebhookPing event to the endpoint.
 	// Errors: ErrNotFound, ErrWebhookEndpointDisabled.
 	PingWebhookEndpoint(ctx context.Context, actor Actor, companyID, endpointID int64) (WebhookDelivery, error)
+	// DeleteWebhookEndpoint deletes an endpoint and its log; its pending
+	// deliveries are dropped. Errors: ErrNotFound.
+	DeleteWebhookEndpoint(ctx context.Context, actor Actor, companyID, id int64) error
 }
 
 // ParseSecretOverlap reads an overlap in whole seconds, 0 to

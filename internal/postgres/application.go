@@ -67,12 +67,11 @@ FROM jobs j WHERE j.id = $1`
 // closed and the actor is a member of its company,
 // jobboard.ErrDuplicateApplication when the candidate has applied to it
 // already, jobboard.ErrSessionRevoked.
-func (w writes) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na jobboard.NewApplication) (jobboard.Application, error) {
-	db := w.scope
+func (u *unit) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na jobboard.NewApplication) (jobboard.Application, error) {
 	if actor.Role != jobboard.RoleCandidate {
 		return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, jobboard.ErrForbidden)
 	}
-	q, err := db.writer(ctx)
+	q, err := u.writer(ctx)
 	if err != nil {
 		return jobboard.Application{}, fmt.Errorf("apply to job %d: %w", jobID, err)
 	}
@@ -84,7 +83,7 @@ func (w writes) Apply(ctx context.Context, actor jobboard.Actor, jobID int64, na
 		return scanApplicationWith(row, &emitted)
 	})
 	if err == nil {
-		err = noteEmitted(ctx, emitted)
+		err = u.emitPayloads(emitted)
 	}
 	switch {
 	case err == nil:
@@ -256,19 +255,19 @@ INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($1, $2, $
 // locks the application, checks the actor may see it and which party it is
 // (its candidate, or a member of the job's company), checks c.IfVersion and
 // the workflow, then writes the new status with the next version, a history
-// row and an outbox row carrying the returned event. Asking for the status
-// the application already has changes nothing and returns a nil event.
+// row and an outbox row carrying the event, which the unit hands back once
+// committed. Asking for the status the application already has changes
+// nothing and writes no event.
 // Errors: jobboard.ErrNotFound, jobboard.ErrPreconditionFailed (stale
 // IfVersion), jobboard.ErrInvalidTransition (a *jobboard.TransitionError),
 // jobboard.ErrSessionRevoked.
-func (w writes) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.Event, error) {
-	db := w.scope
+func (u *unit) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, error) {
 	var (
 		app     jobboard.Application
 		event   *jobboard.Event
 		emitted []string
 	)
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
+	err := u.inTx(ctx, func(tx pgx.Tx) error {
 		var isCandidate bool
 		err := tx.QueryRow(ctx, applicationForUpdateSQL, id, actor.UserID, actor.PasswordChangedAt).Scan(
 			&app.ID, &app.JobID, &app.CandidateID, &app.CoverLetter, &app.Status, &app.Version,
@@ -323,13 +322,14 @@ func (w writes) ChangeStatus(ctx context.Context, actor jobboard.Actor, id int64
 		event = &ev
 		return nil
 	})
-	if err == nil {
-		err = noteEmitted(ctx, emitted)
+	if err == nil && event != nil {
+		u.emit(*event)
+		err = u.emitPayloads(emitted)
 	}
 	if err != nil {
-		return jobboard.Application{}, nil, fmt.Errorf("change status of application %d: %w", id, timeout(ctx, err))
+		return jobboard.Application{}, fmt.Errorf("change status of application %d: %w", id, timeout(ctx, err))
 	}
-	return app, event, nil
+	return app, nil
 }
 
 // applicationVisibleSQL tells whether actor $2, whose session ($3) is live,

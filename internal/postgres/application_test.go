@@ -150,13 +150,13 @@ func TestApplicationVisibility(t *testing.T) {
 	// Closing the job hides it from search, not the applications to it:
 	// a colleague still moves it on, the candidate still sees and withdraws it.
 	mustClose(t, w.db, w.employer, w.job.ID)
-	if _, ev, err := w.db.ChangeStatus(ctx, colleague, a.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing}); err != nil || ev == nil {
+	if _, ev, err := changeStatus(ctx, w.db, colleague, a.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing}); err != nil || ev == nil {
 		t.Fatalf("colleague reviews after close: %v, %v", ev, err)
 	}
 	if got, err := w.db.Application(ctx, w.candidate, a.ID); err != nil || got.Status != jobboard.StatusReviewing {
 		t.Fatalf("candidate reads after close: %+v, %v", got, err)
 	}
-	if _, ev, err := w.db.ChangeStatus(ctx, w.candidate, a.ID, jobboard.StatusChange{Status: jobboard.StatusWithdrawn}); err != nil || ev == nil {
+	if _, ev, err := changeStatus(ctx, w.db, w.candidate, a.ID, jobboard.StatusChange{Status: jobboard.StatusWithdrawn}); err != nil || ev == nil {
 		t.Fatalf("candidate withdraws after close: %v, %v", ev, err)
 	}
 	h, err := w.db.History(ctx, colleague, a.ID)
@@ -280,7 +280,7 @@ func TestChangeStatusWorkflow(t *testing.T) {
 	var events []*jobboard.Event
 	prev := a
 	for _, to := range []jobboard.ApplicationStatus{jobboard.StatusReviewing, jobboard.StatusInterview, jobboard.StatusOffer, jobboard.StatusHired} {
-		got, ev, err := w.db.ChangeStatus(ctx, w.employer, a.ID, jobboard.StatusChange{Status: to, IfVersion: &prev.Version})
+		got, ev, err := changeStatus(ctx, w.db, w.employer, a.ID, jobboard.StatusChange{Status: to, IfVersion: &prev.Version})
 		if err != nil {
 			t.Fatalf("to %s: %v", to, err)
 		}
@@ -340,7 +340,7 @@ func TestChangeStatusWorkflow(t *testing.T) {
 		actor jobboard.Actor
 		to    jobboard.ApplicationStatus
 	}{{w.employer, jobboard.StatusRejected}, {w.candidate, jobboard.StatusWithdrawn}} {
-		_, _, err := w.db.ChangeStatus(ctx, c.actor, a.ID, jobboard.StatusChange{Status: c.to})
+		_, err := w.db.ChangeStatus(ctx, c.actor, a.ID, jobboard.StatusChange{Status: c.to})
 		wantErr(t, err, jobboard.ErrInvalidTransition)
 	}
 	if h, o := changes(t, w.db); h != 4 || o != 4 {
@@ -377,20 +377,20 @@ func TestChangeStatusRules(t *testing.T) {
 		{"unknown status", w.employer, a.ID, jobboard.StatusChange{Status: "archived"}, jobboard.ErrInvalidTransition},
 	}
 	for _, c := range cases {
-		got, ev, err := w.db.ChangeStatus(ctx, c.actor, c.id, c.change)
+		got, ev, err := changeStatus(ctx, w.db, c.actor, c.id, c.change)
 		if !errors.Is(err, c.want) || ev != nil || got != (jobboard.Application{}) {
 			t.Errorf("%s: %+v, %+v, %v; want %v and nothing else", c.name, got, ev, err, c.want)
 		}
 	}
 	var te *jobboard.TransitionError
-	_, _, err := w.db.ChangeStatus(ctx, w.candidate, a.ID, jobboard.StatusChange{Status: jobboard.StatusHired})
+	_, err := w.db.ChangeStatus(ctx, w.candidate, a.ID, jobboard.StatusChange{Status: jobboard.StatusHired})
 	if !errors.As(err, &te) || te.From != jobboard.StatusSubmitted || te.To != jobboard.StatusHired {
 		t.Errorf("err = %v, want a TransitionError submitted -> hired", err)
 	}
 
 	// Same status: the application comes back unchanged, with no event.
 	for name, actor := range map[string]jobboard.Actor{"employer": w.employer, "candidate": w.candidate} {
-		got, ev, err := w.db.ChangeStatus(ctx, actor, a.ID, jobboard.StatusChange{Status: jobboard.StatusSubmitted, IfVersion: ptr(int64(1))})
+		got, ev, err := changeStatus(ctx, w.db, actor, a.ID, jobboard.StatusChange{Status: jobboard.StatusSubmitted, IfVersion: ptr(int64(1))})
 		if err != nil || ev != nil {
 			t.Errorf("no-op by %s: %+v, %v", name, ev, err)
 		}
@@ -410,10 +410,10 @@ func TestChangeStatusRules(t *testing.T) {
 	}
 
 	// The candidate may withdraw from any non-terminal status.
-	if _, _, err := w.db.ChangeStatus(ctx, w.employer, a.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing}); err != nil {
+	if _, err := w.db.ChangeStatus(ctx, w.employer, a.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing}); err != nil {
 		t.Fatal(err)
 	}
-	got, ev, err := w.db.ChangeStatus(ctx, w.candidate, a.ID, jobboard.StatusChange{Status: jobboard.StatusWithdrawn, IfVersion: ptr(int64(2))})
+	got, ev, err := changeStatus(ctx, w.db, w.candidate, a.ID, jobboard.StatusChange{Status: jobboard.StatusWithdrawn, IfVersion: ptr(int64(2))})
 	if err != nil || ev == nil || got.Status != jobboard.StatusWithdrawn || got.Version != 3 {
 		t.Fatalf("withdraw: %+v, %+v, %v", got, ev, err)
 	}
@@ -442,7 +442,7 @@ func TestChangeStatusConcurrentSameVersion(t *testing.T) {
 		for range n {
 			go func() {
 				<-start
-				_, _, err := w.db.ChangeStatus(context.Background(), w.employer, a.ID,
+				_, err := w.db.ChangeStatus(context.Background(), w.employer, a.ID,
 					jobboard.StatusChange{Status: to, IfVersion: &from.Version})
 				errs <- err
 			}()
@@ -485,7 +485,7 @@ func TestChangeStatusConcurrentNoVersion(t *testing.T) {
 	for range n {
 		go func() {
 			<-start
-			_, ev, err := w.db.ChangeStatus(context.Background(), w.employer, a.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
+			_, ev, err := changeStatus(context.Background(), w.db, w.employer, a.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
 			if err != nil {
 				t.Errorf("ChangeStatus: %v", err)
 			}
@@ -519,7 +519,7 @@ func TestHistoryVisibility(t *testing.T) {
 		t.Errorf("History of an unchanged application = %v, %v", h, err)
 	}
 	before := time.Now()
-	if _, _, err := w.db.ChangeStatus(ctx, w.employer, a.ID, jobboard.StatusChange{Status: jobboard.StatusRejected}); err != nil {
+	if _, err := w.db.ChangeStatus(ctx, w.employer, a.ID, jobboard.StatusChange{Status: jobboard.StatusRejected}); err != nil {
 		t.Fatal(err)
 	}
 	outsider := mustUser(t, w.db, jobboard.RoleEmployer)

@@ -38,13 +38,12 @@ INSERT INTO company_members (company_id, user_id) VALUES ($1, $2)`
 // CreateCompany stores a company and makes the actor its first member, in
 // one transaction. Errors: jobboard.ErrForbidden when the actor is not an
 // employer, jobboard.ErrSessionRevoked.
-func (w writes) CreateCompany(ctx context.Context, actor jobboard.Actor, nc jobboard.NewCompany) (jobboard.Company, error) {
-	db := w.scope
+func (u *unit) CreateCompany(ctx context.Context, actor jobboard.Actor, nc jobboard.NewCompany) (jobboard.Company, error) {
 	if actor.Role != jobboard.RoleEmployer {
 		return jobboard.Company{}, fmt.Errorf("create company: %w", jobboard.ErrForbidden)
 	}
 	var c jobboard.Company
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
+	err := u.inTx(ctx, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, createCompanySQL, nc.Name, nc.Description, nc.Website, actor.UserID, actor.PasswordChangedAt)
 		var err error
 		c, err = pgx.CollectExactlyOneRow(rows, scanCompany)

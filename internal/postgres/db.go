@@ -19,8 +19,6 @@ import (
 // store interfaces of package jobboard.
 type DB struct {
 	pool *pgxpool.Pool
-	// writes are jobboard.Writes over the pool, each committing on its own.
-	writes
 }
 
 // Open connects a pool to the database at url. Options adjust the pool
@@ -42,9 +40,7 @@ func Open(ctx context.Context, url string, options ...func(*pgxpool.Config)) (*D
 		pool.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	db := &DB{pool: pool}
-	db.writes = writes{db}
-	return db, nil
+	return &DB{pool: pool}, nil
 }
 
 // WithStatementTimeout makes the server cancel any statement of the pool
@@ -119,25 +115,6 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
-
-// writeScope is where a write goes: the pool, whose methods each commit on
-// their own (DB), or the one transaction of a keyed write (keyedWrite).
-type writeScope interface {
-	// writer returns where a single write statement goes.
-	writer(ctx context.Context) (querier, error)
-	// inTx runs fn in a transaction, and returns the commit's error.
-	inTx(ctx context.Context, fn func(tx pgx.Tx) error) error
-}
-
-// writes are the methods of jobboard.Writes, written once against a
-// writeScope: DB embeds them over itself (the pool), a keyedWrite over its
-// transaction, and so offers no other way to the database.
-type writes struct {
-	scope writeScope
-}
-
-// writer returns the pool: a statement commits on its own.
-func (db *DB) writer(context.Context) (querier, error) { return db.pool, nil }
 
 // inTx runs fn in a transaction: committed when fn returns nil, rolled back
 // when it returns an error. The commit's own error is returned, never dropped.

@@ -24,7 +24,7 @@ func moveApplication(t testing.TB, w world, appID int64, to ...jobboard.Applicat
 	app := jobboard.Application{ID: appID}
 	var evs []jobboard.Event
 	for _, s := range to {
-		_, ev, err := w.db.ChangeStatus(context.Background(), w.employer, app.ID, jobboard.StatusChange{Status: s})
+		_, ev, err := changeStatus(context.Background(), w.db, w.employer, app.ID, jobboard.StatusChange{Status: s})
 		if err != nil || ev == nil {
 			t.Fatalf("change to %s: %v, %v", s, ev, err)
 		}

@@ -119,13 +119,14 @@ func storeWorkload(t *testing.T, db *pgtest.DB, w world) {
 	nj := newJob("Site Reliability Engineer")
 	_, err = db.CreateJob(ctx, w.employer, w.company.ID, nj)
 	check("create job", err)
-	check("keyed create job", db.KeyedWrite(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: "k-" + t.Name(), Fingerprint: []byte("f")},
+	_, err = db.Write(ctx, &jobboard.IdempotentRequest{Scope: "user:1", Key: "k-" + t.Name(), Fingerprint: []byte("f")},
 		func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
 			if _, err := st.CreateJob(ctx, w.employer, w.company.ID, nj); err != nil {
 				return nil, err
 			}
 			return &jobboard.StoredResponse{Status: 201, Body: []byte(`{}`)}, nil
-		}))
+		})
+	check("keyed create job", err)
 	_, err = db.StoredResponse(ctx, "user:1", "k-"+t.Name())
 	check("stored response", err)
 
@@ -138,7 +139,7 @@ func storeWorkload(t *testing.T, db *pgtest.DB, w world) {
 	check("job applications", err)
 	_, err = db.CandidateApplications(ctx, candidate, 10, 0)
 	check("candidate applications", err)
-	_, ev, err := db.ChangeStatus(ctx, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
+	_, ev, err := changeStatus(ctx, db, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
 	check("change status", err)
 	_, err = db.History(ctx, candidate, app.ID)
 	check("history", err)

@@ -132,8 +132,8 @@ SELECT EXISTS (SELECT 1 FROM owner), EXISTS (SELECT 1 FROM lifted),
 // statement of its own, or the keyed write's transaction. Errors: jobboard.ErrNotSuppressed,
 // jobboard.ErrSuppressedByBounce, jobboard.ErrSessionRevoked,
 // jobboard.ErrNotFound, database errors.
-func (w writes) WithdrawComplaint(ctx context.Context, actor jobboard.Actor) (jobboard.AddressDelivery, error) {
-	q, err := w.scope.writer(ctx)
+func (u *unit) WithdrawComplaint(ctx context.Context, actor jobboard.Actor) (jobboard.AddressDelivery, error) {
+	q, err := u.writer(ctx)
 	if err != nil {
 		return jobboard.AddressDelivery{}, fmt.Errorf("withdraw complaint of user %d: %w", actor.UserID, err)
 	}

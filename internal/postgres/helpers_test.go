@@ -30,6 +30,45 @@ func mustUser(t testing.TB, db *pgtest.DB, role jobboard.Role) jobboard.Actor {
 	return jobboard.Actor{UserID: u.ID, Role: u.Role}
 }
 
+// changeStatus changes an application's status as its own unit of work,
+// and returns the status event that the unit committed (nil when none:
+// the application had the status already).
+func changeStatus(ctx context.Context, db *pgtest.DB, actor jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, *jobboard.Event, error) {
+	app, evs, err := pgtest.Write(ctx, db.DB, func(st jobboard.Writes) (jobboard.Application, error) {
+		return st.ChangeStatus(ctx, actor, id, c)
+	})
+	for _, ev := range evs {
+		if ev.Type == jobboard.EventTypeStatusChanged {
+			return app, &ev, err
+		}
+	}
+	return app, nil, err
+}
+
+// requestVerification asks for a verification email as its own unit of
+// work, and returns the event that the unit committed.
+func requestVerification(ctx context.Context, db *pgtest.DB, userID int64, p jobboard.VerificationPolicy, now time.Time) (jobboard.Event, error) {
+	_, evs, err := pgtest.Write(ctx, db.DB, func(st jobboard.Writes) (struct{}, error) {
+		return struct{}{}, st.RequestVerification(ctx, userID, p, now)
+	})
+	if len(evs) == 0 {
+		return jobboard.Event{}, err
+	}
+	return evs[0], err
+}
+
+// requestPasswordReset asks for a reset email as its own unit of work,
+// and returns the event that the unit committed (nil when none).
+func requestPasswordReset(ctx context.Context, db *pgtest.DB, email string, p jobboard.VerificationPolicy, now time.Time) (*jobboard.Event, error) {
+	_, evs, err := pgtest.Write(ctx, db.DB, func(st jobboard.Writes) (bool, error) {
+		return st.RequestPasswordReset(ctx, email, p, now)
+	})
+	if len(evs) == 0 {
+		return nil, err
+	}
+	return &evs[0], err
+}
+
 // mustCompany creates a company whose first member is the employer.
 func mustCompany(t testing.TB, db *pgtest.DB, employer jobboard.Actor) jobboard.Company {
 	t.Helper()

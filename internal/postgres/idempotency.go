@@ -11,10 +11,7 @@ import (
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
-var (
-	_ jobboard.IdempotencyStore = (*DB)(nil)
-	_ jobboard.Writes           = (*DB)(nil)
-)
+var _ jobboard.WriteStore = (*DB)(nil)
 
 // ttlSeconds is jobboard.IdempotencyKeyTTL as the statements take it.
 var ttlSeconds = jobboard.IdempotencyKeyTTL.Seconds()
@@ -36,54 +33,101 @@ func (db *DB) StoredResponse(ctx context.Context, scope, key string) (jobboard.S
 	return a, nil
 }
 
-var _ jobboard.Writes = (*keyedWrite)(nil)
+var _ jobboard.Writes = (*unit)(nil)
 
-// keyedWrite is the store a keyed write's callback gets: its write methods
-// share one transaction, begun lazily by the first of them (so that work
-// before it, such as hashing a password, holds none) and ended by
-// KeyedWrite. It has no other way to the database. One request's handler
-// uses it from one goroutine.
-type keyedWrite struct {
-	writes
-	db  *DB
-	req jobboard.IdempotentRequest
+// unit is one unit of work: the jobboard.Writes that Write hands its
+// callback, and its only way to the database. Keyed, its writes share one
+// transaction, begun lazily by the first of them (so that work before it,
+// such as hashing a password, holds none) and ended by Write; unkeyed,
+// each write commits on its own, as it does without any unit. Either way
+// it collects the events its writes wrote to the outbox, which Write hands
+// back once they are committed. One request's handler uses it from one
+// goroutine.
+type unit struct {
+	db *DB
+	// key is the keyed write's; nil for an unkeyed unit.
+	key *jobboard.IdempotentRequest
 	tx  pgx.Tx
-	// ended is set when KeyedWrite returns: a store kept past its callback
+	// events are those of the writes that succeeded, in order: committed
+	// already when unkeyed, committed with tx when keyed.
+	events []jobboard.Event
+	// ended is set when Write returns: a unit kept past its callback
 	// writes nowhere.
 	ended bool
 }
 
-// errKeyedWriteEnded is the error of a write through a keyed write's store
-// after its callback returned.
-var errKeyedWriteEnded = errors.New("keyed write: used after its callback returned")
+// errUnitEnded is the error of a write through a unit after its callback
+// returned.
+var errUnitEnded = errors.New("write: the unit of work was used after its callback returned")
 
-// KeyedWrite runs fn with the store of one keyed write (see
-// jobboard.IdempotencyStore): its writes share a transaction, begun at the
-// first of them, that commits together with the answer fn returns, or rolls
-// back when fn returns an error or no answer. Errors: fn's,
-// jobboard.ErrIdempotencyKeyInUse, database errors (the commit's included);
-// on any error nothing is committed.
-func (db *DB) KeyedWrite(ctx context.Context, req jobboard.IdempotentRequest, fn func(jobboard.Writes) (*jobboard.StoredResponse, error)) error {
-	w := &keyedWrite{db: db, req: req}
-	w.writes = writes{w}
-	defer w.rollback(ctx)
-	a, err := fn(w)
-	if err != nil || a == nil {
-		return err
+// Write runs fn with one unit of work (see jobboard.WriteStore): keyed,
+// its writes share a transaction, begun at the first of them, that commits
+// together with the answer fn returns, or rolls back when fn returns an
+// error or no answer; unkeyed, each commits on its own. It returns the
+// events committed: keyed, none unless the commit succeeded. Errors: fn's,
+// jobboard.ErrIdempotencyKeyInUse, database errors (the commit's
+// included); on any error a keyed write commits nothing.
+func (db *DB) Write(ctx context.Context, key *jobboard.IdempotentRequest, fn func(jobboard.Writes) (*jobboard.StoredResponse, error)) ([]jobboard.Event, error) {
+	u := &unit{db: db, key: key}
+	defer u.end(ctx)
+	a, err := fn(u)
+	if key == nil {
+		return u.events, err
 	}
-	return w.commit(ctx, *a)
+	if err != nil || a == nil {
+		return nil, err
+	}
+	if err := u.commit(ctx, *a); err != nil {
+		return nil, err
+	}
+	return u.events, nil
 }
 
-func (w *keyedWrite) writer(ctx context.Context) (querier, error) { return w.begin(ctx) }
+// writer returns where a single write statement goes: the pool (the
+// statement commits on its own) or the keyed write's transaction.
+func (u *unit) writer(ctx context.Context) (querier, error) {
+	switch {
+	case u.ended:
+		return nil, errUnitEnded
+	case u.key == nil:
+		return u.db.pool, nil
+	}
+	return u.begin(ctx)
+}
 
-// inTx runs fn in the keyed write's transaction, which KeyedWrite commits
-// or rolls back as a whole; an error of fn fails the whole write.
-func (w *keyedWrite) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := w.begin(ctx)
+// inTx runs fn in a transaction: one of its own, committed when fn
+// returns nil (the commit's error is returned), or the keyed write's,
+// which Write commits or rolls back as a whole (an error of fn fails the
+// whole write).
+func (u *unit) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	switch {
+	case u.ended:
+		return errUnitEnded
+	case u.key == nil:
+		return u.db.inTx(ctx, fn)
+	}
+	tx, err := u.begin(ctx)
 	if err != nil {
 		return err
 	}
 	return fn(tx)
+}
+
+// emit records events that a write has written, once it has succeeded.
+func (u *unit) emit(evs ...jobboard.Event) { u.events = append(u.events, evs...) }
+
+// emitPayloads records the outbox rows whose payloads a statement
+// returned (emittedSQL), once it has succeeded. Errors: a payload that
+// does not decode.
+func (u *unit) emitPayloads(payloads []string) error {
+	for _, p := range payloads {
+		ev, err := jobboard.DecodeEvent([]byte(p))
+		if err != nil {
+			return fmt.Errorf("outbox row: %w", err)
+		}
+		u.emit(ev)
+	}
+	return nil
 }
 
 // idempotencyLockClass is the first half of the two-key advisory locks on
@@ -101,22 +145,23 @@ SELECT pg_try_advisory_xact_lock($1, hashtext($2 || ' ' || $3)),
 	EXISTS (SELECT 1 FROM idempotency_keys
 		WHERE scope = $2 AND key = $3 AND created_at > now() - make_interval(secs => $4))`
 
-// begin starts the transaction on the first write and claims the key.
-// Errors: jobboard.ErrIdempotencyKeyInUse when another transaction holds the
-// key or an answer has been stored under it meanwhile; database errors.
-func (w *keyedWrite) begin(ctx context.Context) (pgx.Tx, error) {
-	if w.ended {
-		return nil, errKeyedWriteEnded
+// begin starts the keyed write's transaction on its first write and claims
+// the key. Errors: jobboard.ErrIdempotencyKeyInUse when another
+// transaction holds the key or an answer has been stored under it
+// meanwhile; database errors.
+func (u *unit) begin(ctx context.Context) (pgx.Tx, error) {
+	if u.ended {
+		return nil, errUnitEnded
 	}
-	if w.tx != nil {
-		return w.tx, nil
+	if u.tx != nil {
+		return u.tx, nil
 	}
-	tx, err := w.db.pool.Begin(ctx)
+	tx, err := u.db.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin idempotent write: %w", err)
 	}
 	var locked, answered bool
-	err = tx.QueryRow(ctx, claimIdempotencyKeySQL, idempotencyLockClass, w.req.Scope, w.req.Key, ttlSeconds).
+	err = tx.QueryRow(ctx, claimIdempotencyKeySQL, idempotencyLockClass, u.key.Scope, u.key.Key, ttlSeconds).
 		Scan(&locked, &answered)
 	switch {
 	case err != nil:
@@ -128,7 +173,7 @@ func (w *keyedWrite) begin(ctx context.Context) (pgx.Tx, error) {
 		_ = tx.Rollback(context.WithoutCancel(ctx)) // the claim's error is the one to report
 		return nil, err
 	}
-	w.tx = tx
+	u.tx = tx
 	return tx, nil
 }
 
@@ -148,8 +193,8 @@ WHERE k.created_at <= now() - make_interval(secs => $7)`
 // commit stores the answer and commits it with the writes. Errors:
 // jobboard.ErrIdempotencyKeyInUse, database errors (the commit's included);
 // on any error nothing is committed.
-func (w *keyedWrite) commit(ctx context.Context, a jobboard.StoredResponse) error {
-	tx, err := w.begin(ctx)
+func (u *unit) commit(ctx context.Context, a jobboard.StoredResponse) error {
+	tx, err := u.begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -165,7 +210,7 @@ func (w *keyedWrite) commit(ctx context.Context, a jobboard.StoredResponse) erro
 	if body == nil {
 		body = []byte{} // an answer without a body (202) is stored as an empty one
 	}
-	tag, err := tx.Exec(ctx, storeAnswerSQL, w.req.Scope, w.req.Key, w.req.Fingerprint, a.Status, string(headerJSON), body, ttlSeconds)
+	tag, err := tx.Exec(ctx, storeAnswerSQL, u.key.Scope, u.key.Key, u.key.Fingerprint, a.Status, string(headerJSON), body, ttlSeconds)
 	if err != nil {
 		return fmt.Errorf("store answer of idempotency key: %w", err)
 	}
@@ -175,18 +220,18 @@ func (w *keyedWrite) commit(ctx context.Context, a jobboard.StoredResponse) erro
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit idempotent write: %w", err)
 	}
-	w.tx = nil
+	u.tx = nil
 	return nil
 }
 
-// rollback ends the keyed write: it undoes the writes, if any and not
-// committed, and makes the store refuse any later write.
-func (w *keyedWrite) rollback(ctx context.Context) {
-	w.ended = true
-	if w.tx != nil {
+// end ends the unit: it rolls a keyed write's transaction back, if any and
+// not committed, and makes the unit refuse any later write.
+func (u *unit) end(ctx context.Context) {
+	u.ended = true
+	if u.tx != nil {
 		// A failed rollback leaves nothing committed: the connection is
 		// closed and the server aborts the transaction.
-		_ = w.tx.Rollback(context.WithoutCancel(ctx))
-		w.tx = nil
+		_ = u.tx.Rollback(context.WithoutCancel(ctx))
+		u.tx = nil
 	}
 }

@@ -59,11 +59,11 @@ func BenchmarkIdempotencyKeyFloor(b *testing.B) {
 		}
 	}
 	store := func() {
-		req := jobboard.IdempotentRequest{Scope: "user:1", Key: rand.Text(), Fingerprint: answer.Fingerprint}
+		req := &jobboard.IdempotentRequest{Scope: "user:1", Key: rand.Text(), Fingerprint: answer.Fingerprint}
 		if _, err := db.StoredResponse(ctx, req.Scope, req.Key); err == nil {
 			b.Fatal("a fresh key has an answer")
 		}
-		err := db.KeyedWrite(ctx, req, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		_, err := db.Write(ctx, req, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
 			if _, err := st.CreateJob(ctx, employer, company.ID, nj); err != nil {
 				return nil, err
 			}

@@ -12,8 +12,8 @@ import (
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
-func keyed(scope, key, fp string) jobboard.IdempotentRequest {
-	return jobboard.IdempotentRequest{Scope: scope, Key: key, Fingerprint: []byte(fp)}
+func keyed(scope, key, fp string) *jobboard.IdempotentRequest {
+	return &jobboard.IdempotentRequest{Scope: scope, Key: key, Fingerprint: []byte(fp)}
 }
 
 func answer(fp, body string) jobboard.StoredResponse {
@@ -38,7 +38,7 @@ func TestKeyedWriteCommitsAnswerWithWrites(t *testing.T) {
 		c    jobboard.Company
 		kept jobboard.Writes
 	)
-	err := db.KeyedWrite(ctx, keyed("user:1", "key-0000000000001", "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+	_, err := db.Write(ctx, keyed("user:1", "key-0000000000001", "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
 		kept = st
 		var err error
 		if c, err = st.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "Keyed"}); err != nil {
@@ -80,14 +80,14 @@ func TestKeyedWriteCommitsAnswerWithWrites(t *testing.T) {
 }
 
 // A callback that answers nothing, or fails, leaves neither the writes nor
-// an answer; its error is KeyedWrite's.
+// an answer; its error is Write's.
 func TestKeyedWriteRollback(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	ctx := context.Background()
 	failed := errors.New("the handler failed")
 	for i, result := range []error{nil, failed} {
-		err := w.db.KeyedWrite(ctx, keyed("user:1", fmt.Sprintf("key-000000000000%d", i), "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		_, err := w.db.Write(ctx, keyed("user:1", fmt.Sprintf("key-000000000000%d", i), "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
 			if _, err := st.CreateJob(ctx, w.employer, w.company.ID, newJob("Rolled back")); err != nil {
 				return nil, err
 			}
@@ -97,7 +97,7 @@ func TestKeyedWriteRollback(t *testing.T) {
 			return nil, result
 		})
 		if !errors.Is(err, result) || (result == nil && err != nil) {
-			t.Fatalf("KeyedWrite = %v; want %v", err, result)
+			t.Fatalf("Write = %v; want %v", err, result)
 		}
 	}
 	if n := count(t, w.db, "SELECT count(*) FROM jobs"); n != 1 {
@@ -108,6 +108,66 @@ func TestKeyedWriteRollback(t *testing.T) {
 	}
 	if n := count(t, w.db, "SELECT count(*) FROM idempotency_keys"); n != 0 {
 		t.Errorf("stored answers = %d, want 0", n)
+	}
+}
+
+// Write hands back the events its unit committed, in the order written:
+// a keyed write's once its commit succeeded and none when it rolls back;
+// an unkeyed write's as each write commits, also when fn then fails.
+// A write that fails writes no event.
+func TestWriteHandsBackCommittedEvents(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	review := jobboard.StatusChange{Status: jobboard.StatusReviewing}
+	failed := errors.New("the handler failed")
+	a, err := w.db.Apply(ctx, w.candidate, w.job.ID, jobboard.NewApplication{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Keyed, rolled back by fn's error after the change: nothing.
+	evs, err := w.db.Write(ctx, keyed("user:1", "key-0000000000021", "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		if _, err := st.ChangeStatus(ctx, w.employer, a.ID, review); err != nil {
+			return nil, err
+		}
+		return nil, failed
+	})
+	if !errors.Is(err, failed) || len(evs) != 0 {
+		t.Fatalf("rolled back: %+v, %v; want no events and fn's error", evs, err)
+	}
+
+	// Keyed, committed: the change's event, committed when handed back.
+	evs, err = w.db.Write(ctx, keyed("user:1", "key-0000000000022", "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		if _, err := st.ChangeStatus(ctx, w.employer, a.ID, review); err != nil {
+			return nil, err
+		}
+		an := answer("fp", "{}")
+		return &an, nil
+	})
+	if err != nil || len(evs) != 1 || evs[0].Type != jobboard.EventTypeStatusChanged || evs[0].ApplicationID != a.ID {
+		t.Fatalf("committed: %+v, %v; want the status event", evs, err)
+	}
+	if n := count(t, w.db, `SELECT count(*) FROM outbox WHERE event_id = $1::uuid`, evs[0].EventID); n != 1 {
+		t.Fatalf("the handed-back event's outbox rows: %d, want 1", n)
+	}
+
+	// Unkeyed: a change committed on its own, then a refused one (no
+	// event), then fn fails: the committed change's event, with fn's error.
+	evs, err = w.db.Write(ctx, nil, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		if _, err := st.ChangeStatus(ctx, w.employer, a.ID, jobboard.StatusChange{Status: jobboard.StatusInterview}); err != nil {
+			return nil, err
+		}
+		if _, err := st.ChangeStatus(ctx, w.employer, a.ID, jobboard.StatusChange{Status: jobboard.StatusSubmitted}); !errors.Is(err, jobboard.ErrInvalidTransition) {
+			t.Errorf("a refused change: %v", err)
+		}
+		return nil, failed
+	})
+	if !errors.Is(err, failed) || len(evs) != 1 || evs[0].NewStatus != jobboard.StatusInterview {
+		t.Fatalf("unkeyed: %+v, %v; want the committed change's event and fn's error", evs, err)
+	}
+	if n := count(t, w.db, `SELECT count(*) FROM outbox WHERE event_type = $1`, jobboard.EventTypeStatusChanged); n != 2 {
+		t.Fatalf("%d status events in the outbox, want 2", n)
 	}
 }
 
@@ -125,12 +185,12 @@ func TestKeyedWriteKeyInUse(t *testing.T) {
 	}
 	req := keyed("user:1", "key-0000000000003", "fp")
 
-	err = db.KeyedWrite(ctx, req, func(a jobboard.Writes) (*jobboard.StoredResponse, error) {
+	_, err = db.Write(ctx, req, func(a jobboard.Writes) (*jobboard.StoredResponse, error) {
 		if _, err := a.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "A"}); err != nil {
 			return nil, err
 		}
 		start := time.Now()
-		err := db.KeyedWrite(ctx, req, func(b jobboard.Writes) (*jobboard.StoredResponse, error) {
+		_, err := db.Write(ctx, req, func(b jobboard.Writes) (*jobboard.StoredResponse, error) {
 			_, err := b.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "B"})
 			return nil, err
 		})
@@ -141,8 +201,8 @@ func TestKeyedWriteKeyInUse(t *testing.T) {
 		// (A verification request, not a company: A's company holds the
 		// listing version's row until A commits, and this test runs A and
 		// the other on one goroutine.)
-		err = db.KeyedWrite(ctx, keyed("user:2", "key-0000000000003", "fp"), func(o jobboard.Writes) (*jobboard.StoredResponse, error) {
-			if _, err := o.RequestVerification(ctx, unverified.ID, jobboard.DefaultVerificationPolicy, time.Now()); err != nil {
+		_, err = db.Write(ctx, keyed("user:2", "key-0000000000003", "fp"), func(o jobboard.Writes) (*jobboard.StoredResponse, error) {
+			if err := o.RequestVerification(ctx, unverified.ID, jobboard.DefaultVerificationPolicy, time.Now()); err != nil {
 				return nil, err
 			}
 			an := answer("fp", "{}")
@@ -157,13 +217,14 @@ func TestKeyedWriteKeyInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.KeyedWrite(ctx, req, func(c jobboard.Writes) (*jobboard.StoredResponse, error) {
+	_, err = db.Write(ctx, req, func(c jobboard.Writes) (*jobboard.StoredResponse, error) {
 		_, err := c.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "C"})
 		return nil, err
 	})
 	wantErr(t, err, jobboard.ErrIdempotencyKeyInUse)
 	// A commit without writes finds the answer too.
-	wantErr(t, db.KeyedWrite(ctx, req, storeOnly(answer("fp", "{}"))), jobboard.ErrIdempotencyKeyInUse)
+	_, err = db.Write(ctx, req, storeOnly(answer("fp", "{}")))
+	wantErr(t, err, jobboard.ErrIdempotencyKeyInUse)
 
 	if n := count(t, db, "SELECT count(*) FROM companies"); n != 1 {
 		t.Errorf("companies = %d, want A's", n)
@@ -180,7 +241,7 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 	for _, key := range []string{"key-old-000000001", "key-old-000000002", "key-new-000000001"} {
-		if err := db.KeyedWrite(ctx, keyed("anonymous", key, "fp"), storeOnly(answer("fp", key))); err != nil {
+		if _, err := db.Write(ctx, keyed("anonymous", key, "fp"), storeOnly(answer("fp", key))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,7 +252,7 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 	wantErr(t, err, jobboard.ErrNotFound)
 
 	// An expired key may be used again before the sweeper got to it.
-	if err := db.KeyedWrite(ctx, keyed("anonymous", "key-old-000000002", "fp2"), storeOnly(answer("fp2", "again"))); err != nil {
+	if _, err := db.Write(ctx, keyed("anonymous", "key-old-000000002", "fp2"), storeOnly(answer("fp2", "again"))); err != nil {
 		t.Fatalf("reuse an expired key: %v", err)
 	}
 	got, err := db.StoredResponse(ctx, "anonymous", "key-old-000000002")
@@ -268,7 +329,7 @@ func TestJobListingVersion(t *testing.T) {
 		}
 	}
 	// A rolled-back change leaves it as it was.
-	err := w.db.KeyedWrite(ctx, keyed("user:1", "key-0000000000009", "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+	_, err := w.db.Write(ctx, keyed("user:1", "key-0000000000009", "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
 		_, err := st.CreateJob(ctx, w.employer, w.company.ID, newJob("Never"))
 		return nil, err
 	})
@@ -287,7 +348,7 @@ func TestUpdateJobMovesUpdatedAtForward(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	var first, second jobboard.Job
-	err := w.db.KeyedWrite(ctx, keyed("user:1", "key-0000000000010", "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+	_, err := w.db.Write(ctx, keyed("user:1", "key-0000000000010", "fp"), func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
 		var err error
 		if first, err = st.UpdateJob(ctx, w.employer, w.job.ID, jobboard.JobPatch{Title: ptr("One")}); err != nil {
 			return nil, err

@@ -69,9 +69,8 @@ RETURNING ` + jobColumns
 // CreateJob stores an open job of the company. Errors: jobboard.ErrNotFound
 // when the company does not exist or the actor is not its member,
 // jobboard.ErrSessionRevoked.
-func (w writes) CreateJob(ctx context.Context, actor jobboard.Actor, companyID int64, nj jobboard.NewJob) (jobboard.Job, error) {
-	db := w.scope
-	q, err := db.writer(ctx)
+func (u *unit) CreateJob(ctx context.Context, actor jobboard.Actor, companyID int64, nj jobboard.NewJob) (jobboard.Job, error) {
+	q, err := u.writer(ctx)
 	if err != nil {
 		return jobboard.Job{}, fmt.Errorf("create job in company %d: %w", companyID, err)
 	}
@@ -158,18 +157,16 @@ WHERE j.id = $1 AND ` + jobMemberSessionSQL + `
 RETURNING ` + jobColumns
 
 // UpdateJob applies a patch to a job of a company the actor is a member
-// of, in one statement, as an autocommit statement or in the keyed write
-// of ctx. The patch is judged before: the fields it leaves keep valid
+// of, in one statement: on its own, or in the unit's keyed write. The patch is judged before: the fields it leaves keep valid
 // values (see jobboard.JobPatch.Validate). Errors: a
 // *jobboard.ValidationError when the patch is invalid (nothing is written
 // then), jobboard.ErrNotFound, jobboard.ErrSessionRevoked.
-func (w writes) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
-	db := w.scope
+func (u *unit) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p jobboard.JobPatch) (jobboard.Job, error) {
 	p.Normalize()
 	if err := p.Validate(); err != nil {
 		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, err)
 	}
-	q, err := db.writer(ctx)
+	q, err := u.writer(ctx)
 	if err != nil {
 		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, err)
 	}
@@ -203,7 +200,7 @@ func (w writes) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p
 		err = refusal(ctx, q, actor, jobboard.ErrNotFound)
 	}
 	if err == nil {
-		err = noteEmitted(ctx, emitted)
+		err = u.emitPayloads(emitted)
 	}
 	if err != nil {
 		return jobboard.Job{}, fmt.Errorf("update job %d: %w", id, timeout(ctx, err))

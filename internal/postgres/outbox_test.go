@@ -23,7 +23,7 @@ func mustStatusEvents(t testing.TB, w world, n int) []jobboard.Event {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, ev, err := w.db.ChangeStatus(ctx, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
+		_, ev, err := changeStatus(ctx, w.db, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
 		if err != nil || ev == nil {
 			t.Fatalf("change status: %v, event %v", err, ev)
 		}

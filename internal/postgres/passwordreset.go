@@ -49,18 +49,18 @@ INSERT INTO outbox (event_id, event_type, payload, created_at) VALUES ($4, $5, $
 
 // RequestPasswordReset queues a reset email for the account that has the
 // address, within p's bounds for the address (see
-// jobboard.PasswordResetStore). Whether or not an account has it, the
+// jobboard.PasswordResetWrites). Whether or not an account has it, the
 // request runs the same three statements, and a request within the bounds
 // writes one request row and one outbox row: without an account the event
 // has no user id and the worker sends nothing. Two requests for one
 // address are counted one after the other (an advisory lock on the
 // address, held to the commit), across API instances. Errors: database
 // errors.
-func (db *DB) RequestPasswordReset(ctx context.Context, email string, p jobboard.VerificationPolicy, now time.Time) (*jobboard.Event, error) {
+func (u *unit) RequestPasswordReset(ctx context.Context, email string, p jobboard.VerificationPolicy, now time.Time) (bool, error) {
 	digest := jobboard.EmailDigest(email)
 	since := now.Add(-p.Window)
 	var ev *jobboard.Event
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
+	err := u.inTx(ctx, func(tx pgx.Tx) error {
 		var userID *int64
 		lockKey := int32(binary.BigEndian.Uint32(digest))
 		if err := tx.QueryRow(ctx, lockResetAddressSQL, resetLockClass, lockKey, email).Scan(&userID); err != nil {
@@ -99,9 +99,12 @@ func (db *DB) RequestPasswordReset(ctx context.Context, email string, p jobboard
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("request password reset: %w", timeout(ctx, err))
+		return false, fmt.Errorf("request password reset: %w", timeout(ctx, err))
 	}
-	return ev, nil
+	if ev != nil {
+		u.emit(*ev)
+	}
+	return ev != nil, nil
 }
 
 // resetTokenStateSQL says whether the token whose hash is $1 can reset a
@@ -172,14 +175,18 @@ WHERE u.id = token.user_id AND u.password_changed_at IS NOT DISTINCT FROM token.
 RETURNING ` + userColumns
 
 // ResetPassword sets a new password with the token with this hash (see
-// jobboard.PasswordResetStore). Errors: jobboard.ErrPasswordResetTokenInvalid,
+// jobboard.PasswordResetWrites). Errors: jobboard.ErrPasswordResetTokenInvalid,
 // jobboard.ErrPasswordResetTokenUsed, jobboard.ErrPasswordResetTokenExpired.
-func (db *DB) ResetPassword(ctx context.Context, tokenHash []byte, passwordHash string, now time.Time) (jobboard.User, error) {
+func (u *unit) ResetPassword(ctx context.Context, tokenHash []byte, passwordHash string, now time.Time) (jobboard.User, error) {
+	q, err := u.writer(ctx)
+	if err != nil {
+		return jobboard.User{}, fmt.Errorf("reset password: %w", err)
+	}
 	now = now.Truncate(time.Microsecond) // as stored, and as sessions carry it
-	rows, _ := db.pool.Query(ctx, resetPasswordSQL, tokenHash, now, passwordHash)
-	u, err := pgx.CollectExactlyOneRow(rows, scanUser)
+	rows, _ := q.Query(ctx, resetPasswordSQL, tokenHash, now, passwordHash)
+	user, err := pgx.CollectExactlyOneRow(rows, scanUser)
 	if errors.Is(err, pgx.ErrNoRows) {
-		if err = resetTokenState(ctx, db.pool, tokenHash, now); err == nil {
+		if err = resetTokenState(ctx, q, tokenHash, now); err == nil {
 			// Usable a moment ago, and used up by a reset with another of
 			// the account's tokens meanwhile.
 			err = jobboard.ErrPasswordResetTokenUsed
@@ -188,7 +195,7 @@ func (db *DB) ResetPassword(ctx context.Context, tokenHash []byte, passwordHash 
 	if err != nil {
 		return jobboard.User{}, fmt.Errorf("reset password: %w", timeout(ctx, err))
 	}
-	return u, nil
+	return user, nil
 }
 
 // The claim of a password reset event (see ClaimEvent, and the claim of a

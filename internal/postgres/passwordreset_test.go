@@ -16,7 +16,7 @@ import (
 func resetToken(t *testing.T, db *pgtest.DB, email string, now time.Time) string {
 	t.Helper()
 	ctx := context.Background()
-	ev, err := db.RequestPasswordReset(ctx, email, jobboard.DefaultPasswordResetPolicy, now)
+	ev, err := requestPasswordReset(ctx, db, email, jobboard.DefaultPasswordResetPolicy, now)
 	if err != nil || ev == nil {
 		t.Fatalf("RequestPasswordReset(%s) = %+v, %v", email, ev, err)
 	}
@@ -40,7 +40,7 @@ func TestPasswordResetRequestsRace(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range evs {
 			wg.Go(func() {
-				evs[i], errs[i] = db.RequestPasswordReset(context.Background(), email, jobboard.DefaultPasswordResetPolicy, t0)
+				evs[i], errs[i] = requestPasswordReset(context.Background(), db, email, jobboard.DefaultPasswordResetPolicy, t0)
 			})
 		}
 		wg.Wait()
@@ -145,7 +145,7 @@ func TestStoresRefuseEndedSessions(t *testing.T) {
 		},
 		"JobApplications": func(_, e jobboard.Actor) error { _, err := db.JobApplications(ctx, e, w.job.ID, 10, 0); return err },
 		"ChangeStatus": func(c, _ jobboard.Actor) error {
-			_, _, err := db.ChangeStatus(ctx, c, app.ID, jobboard.StatusChange{Status: withdrawn})
+			_, err := db.ChangeStatus(ctx, c, app.ID, jobboard.StatusChange{Status: withdrawn})
 			return err
 		},
 		"CreateCompany": func(_, e jobboard.Actor) error {
@@ -206,7 +206,7 @@ func TestDeleteOldPasswordResetRequests(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	for i, at := range []time.Time{now.Add(-3 * time.Hour), now.Add(-2 * time.Hour), now.Add(-61 * time.Minute), now.Add(-time.Minute)} {
-		if _, err := db.RequestPasswordReset(ctx, "old"+string(rune('a'+i))+"@example.com", jobboard.DefaultPasswordResetPolicy, at); err != nil {
+		if _, err := requestPasswordReset(ctx, db, "old"+string(rune('a'+i))+"@example.com", jobboard.DefaultPasswordResetPolicy, at); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,24 +13,24 @@ import (
 )
 
 // Register stores a new user and, in the same transaction, queues its
-// verification email (see jobboard.UserStore): the account and its email
+// verification email (see jobboard.UserWrites): the account and its email
 // commit together, like a status change and its event. When p's bounds
 // for the address refuse the email (the address asked often within the
 // window, under an earlier account), the user is created without it and
-// the event is nil. Errors: jobboard.ErrEmailTaken.
-func (db *DB) Register(ctx context.Context, r jobboard.Registration, passwordHash string,
+// queued is false. Errors: jobboard.ErrEmailTaken.
+func (u *unit) Register(ctx context.Context, r jobboard.Registration, passwordHash string,
 	p jobboard.VerificationPolicy, now time.Time,
-) (jobboard.User, *jobboard.Event, error) {
+) (jobboard.User, bool, error) {
 	var (
-		u  jobboard.User
-		ev *jobboard.Event
+		user jobboard.User
+		ev   *jobboard.Event
 	)
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
+	err := u.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if u, err = createUser(ctx, tx, r, passwordHash); err != nil {
+		if user, err = createUser(ctx, tx, r, passwordHash); err != nil {
 			return err
 		}
-		e, err := queueVerification(ctx, tx, u.ID, u.Email, p, now)
+		e, err := queueVerification(ctx, tx, user.ID, user.Email, p, now)
 		var throttled *jobboard.VerificationThrottledError
 		switch {
 		case errors.As(err, &throttled):
@@ -42,9 +42,12 @@ func (db *DB) Register(ctx context.Context, r jobboard.Registration, passwordHas
 		return nil
 	})
 	if err != nil {
-		return jobboard.User{}, nil, fmt.Errorf("register user: %w", timeout(ctx, err))
+		return jobboard.User{}, false, fmt.Errorf("register user: %w", timeout(ctx, err))
 	}
-	return u, ev, nil
+	if ev != nil {
+		u.emit(*ev)
+	}
+	return user, ev != nil, nil
 }
 
 // lockUnverifiedSQL locks the account for the rest of the transaction, so
@@ -61,12 +64,11 @@ FROM users u WHERE u.id = $1 FOR NO KEY UPDATE OF u`
 const bounceSuppressed = `EXISTS (SELECT 1 FROM email_suppressions s WHERE s.email = u.email AND s.reason = 'bounce')`
 
 // RequestVerification queues another verification email for the user
-// (see jobboard.UserStore). Errors: jobboard.ErrNotFound,
+// (see jobboard.UserWrites). Errors: jobboard.ErrNotFound,
 // jobboard.ErrAlreadyVerified, a *jobboard.VerificationThrottledError.
-func (w writes) RequestVerification(ctx context.Context, userID int64, p jobboard.VerificationPolicy, now time.Time) (jobboard.Event, error) {
-	db := w.scope
+func (u *unit) RequestVerification(ctx context.Context, userID int64, p jobboard.VerificationPolicy, now time.Time) error {
 	var ev jobboard.Event
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
+	err := u.inTx(ctx, func(tx pgx.Tx) error {
 		var (
 			email    string
 			verified bool
@@ -82,9 +84,10 @@ func (w writes) RequestVerification(ctx context.Context, userID int64, p jobboar
 		return err
 	})
 	if err != nil {
-		return jobboard.Event{}, fmt.Errorf("request verification of user %d: %w", userID, timeout(ctx, err))
+		return fmt.Errorf("request verification of user %d: %w", userID, timeout(ctx, err))
 	}
-	return ev, nil
+	u.emit(ev)
+	return nil
 }
 
 // verificationHistorySQL reads the requests of the account ($1) and of the
@@ -178,19 +181,18 @@ const tokenStateSQL = `
 SELECT used_at IS NOT NULL, expires_at <= $2 FROM email_verification_tokens WHERE token_hash = $1`
 
 // VerifyEmail verifies the address the token with this hash was sent to
-// and uses the token up (see jobboard.UserStore). Errors:
+// and uses the token up (see jobboard.UserWrites). Errors:
 // jobboard.ErrVerificationTokenInvalid, jobboard.ErrVerificationTokenUsed,
 // jobboard.ErrVerificationTokenExpired.
-func (w writes) VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time) (jobboard.User, error) {
-	db := w.scope
-	q, err := db.writer(ctx)
+func (u *unit) VerifyEmail(ctx context.Context, tokenHash []byte, now time.Time) (jobboard.User, error) {
+	q, err := u.writer(ctx)
 	if err != nil {
 		return jobboard.User{}, fmt.Errorf("verify email: %w", err)
 	}
 	rows, _ := q.Query(ctx, verifyEmailSQL, tokenHash, now)
-	u, err := pgx.CollectExactlyOneRow(rows, scanUser)
+	user, err := pgx.CollectExactlyOneRow(rows, scanUser)
 	if err == nil {
-		return u, nil
+		return user, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return jobboard.User{}, fmt.Errorf("verify email: %w", timeout(ctx, err))

@@ -20,12 +20,18 @@ var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 // returns it with its verification event.
 func register(t *testing.T, db *pgtest.DB, email string, p jobboard.VerificationPolicy, now time.Time) (jobboard.User, *jobboard.Event) {
 	t.Helper()
-	u, ev, err := db.Register(context.Background(), jobboard.Registration{
-		Email: email, Name: "Sam", Role: jobboard.RoleCandidate}, "hash", p, now)
+	ctx := context.Background()
+	u, evs, err := pgtest.Write(ctx, db.DB, func(st jobboard.Writes) (jobboard.User, error) {
+		u, _, err := st.Register(ctx, jobboard.Registration{Email: email, Name: "Sam", Role: jobboard.RoleCandidate}, "hash", p, now)
+		return u, err
+	})
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	return u, ev
+	if len(evs) == 0 {
+		return u, nil
+	}
+	return u, &evs[0]
 }
 
 // claimToken claims a verification event as the worker does and returns
@@ -230,7 +236,7 @@ func TestStatusClaimOfUnverifiedCandidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ev, err := w.db.ChangeStatus(ctx, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
+	_, ev, err := changeStatus(ctx, w.db, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
 	if err != nil || ev == nil {
 		t.Fatalf("ChangeStatus: %v", err)
 	}
@@ -257,7 +263,7 @@ func TestVerificationRequestsPerAccount(t *testing.T) {
 	throttled := func(at time.Time, bound string, wait time.Duration) {
 		t.Helper()
 		before := count(t, db, `SELECT count(*) FROM outbox`)
-		_, err := db.RequestVerification(ctx, u.ID, p, at)
+		_, err := requestVerification(ctx, db, u.ID, p, at)
 		var te *jobboard.VerificationThrottledError
 		if !errors.As(err, &te) || te.Bound != bound || te.RetryAfter != wait {
 			t.Fatalf("at +%v: %v; want throttled by %s for %v", at.Sub(t0), err, bound, wait)
@@ -268,7 +274,7 @@ func TestVerificationRequestsPerAccount(t *testing.T) {
 	}
 	accepted := func(at time.Time) {
 		t.Helper()
-		ev, err := db.RequestVerification(ctx, u.ID, p, at)
+		ev, err := requestVerification(ctx, db, u.ID, p, at)
 		if err != nil || ev.UserID != u.ID {
 			t.Fatalf("at +%v: %+v, %v; want a new event", at.Sub(t0), ev, err)
 		}
@@ -284,9 +290,9 @@ func TestVerificationRequestsPerAccount(t *testing.T) {
 	}
 
 	pgtest.MarkVerified(t, db.Pool, u.ID)
-	_, err := db.RequestVerification(ctx, u.ID, p, t0.Add(2*time.Hour))
+	_, err := requestVerification(ctx, db, u.ID, p, t0.Add(2*time.Hour))
 	wantErr(t, err, jobboard.ErrAlreadyVerified)
-	_, err = db.RequestVerification(ctx, u.ID+1000, p, t0)
+	_, err = requestVerification(ctx, db, u.ID+1000, p, t0)
 	wantErr(t, err, jobboard.ErrNotFound)
 }
 
@@ -298,7 +304,7 @@ func TestVerificationRequestsPerAddress(t *testing.T) {
 	ctx := context.Background()
 	p := jobboard.VerificationPolicy{Cooldown: time.Second, Window: time.Hour, PerAccount: 10, PerAddress: 2}
 	first, _ := register(t, db, "shared@example.com", p, t0)
-	if _, err := db.RequestVerification(ctx, first.ID, p, t0.Add(time.Minute)); err != nil {
+	if _, err := requestVerification(ctx, db, first.ID, p, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, `DELETE FROM users WHERE id = $1`, first.ID); err != nil {
@@ -308,12 +314,12 @@ func TestVerificationRequestsPerAddress(t *testing.T) {
 	if ev != nil {
 		t.Fatalf("registration over the address's cap queued %+v", ev)
 	}
-	_, err := db.RequestVerification(ctx, second.ID, p, t0.Add(3*time.Minute))
+	_, err := requestVerification(ctx, db, second.ID, p, t0.Add(3*time.Minute))
 	var te *jobboard.VerificationThrottledError
 	if !errors.As(err, &te) || te.Bound != "address" || te.RetryAfter != 57*time.Minute {
 		t.Fatalf("RequestVerification = %v; want throttled by the address for 57m", err)
 	}
-	if _, err := db.RequestVerification(ctx, second.ID, p, t0.Add(time.Hour+time.Minute)); err != nil {
+	if _, err := requestVerification(ctx, db, second.ID, p, t0.Add(time.Hour+time.Minute)); err != nil {
 		t.Fatalf("after the window: %v", err)
 	}
 }
@@ -328,7 +334,7 @@ func TestVerificationRequestsRace(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range errs {
 		wg.Go(func() {
-			_, errs[i] = db.RequestVerification(context.Background(), u.ID, jobboard.DefaultVerificationPolicy, t0.Add(2*time.Minute))
+			_, errs[i] = requestVerification(context.Background(), db, u.ID, jobboard.DefaultVerificationPolicy, t0.Add(2*time.Minute))
 		})
 	}
 	wg.Wait()

@@ -64,11 +64,10 @@ RETURNING ` + endpointColumns
 // CreateWebhookEndpoint stores an endpoint of the company with its sealed
 // secret (see jobboard.WebhookStore). Errors: jobboard.ErrNotFound,
 // jobboard.ErrTooManyWebhookEndpoints, jobboard.ErrSessionRevoked.
-func (w writes) CreateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID int64, n jobboard.NewWebhookEndpoint, sealedSecret []byte) (jobboard.WebhookEndpoint, error) {
-	db := w.scope
+func (u *unit) CreateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID int64, n jobboard.NewWebhookEndpoint, sealedSecret []byte) (jobboard.WebhookEndpoint, error) {
 	enabled := n.Enabled == nil || *n.Enabled
 	var e jobboard.WebhookEndpoint
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
+	err := u.inTx(ctx, func(tx pgx.Tx) error {
 		var id, count int64
 		err := tx.QueryRow(ctx, lockCompanyEndpointsSQL, companyID, actor.UserID, actor.PasswordChangedAt).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -171,9 +170,8 @@ RETURNING ` + endpointColumns
 
 // UpdateWebhookEndpoint applies a patch to an endpoint of the company.
 // Errors: jobboard.ErrNotFound, jobboard.ErrSessionRevoked.
-func (w writes) UpdateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, id int64, p jobboard.WebhookEndpointPatch) (jobboard.WebhookEndpoint, error) {
-	db := w.scope
-	q, err := db.writer(ctx)
+func (u *unit) UpdateWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, id int64, p jobboard.WebhookEndpointPatch) (jobboard.WebhookEndpoint, error) {
+	q, err := u.writer(ctx)
 	if err != nil {
 		return jobboard.WebhookEndpoint{}, fmt.Errorf("update webhook endpoint %d: %w", id, err)
 	}
@@ -195,8 +193,8 @@ WHERE e.id = $3 AND e.company_id = $1 AND ` + webhookMember("$4")
 // DeleteWebhookEndpoint deletes an endpoint of the company with its
 // deliveries and their attempts. Errors: jobboard.ErrNotFound,
 // jobboard.ErrSessionRevoked.
-func (db *DB) DeleteWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, id int64) error {
-	q, err := db.writer(ctx)
+func (u *unit) DeleteWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, id int64) error {
+	q, err := u.writer(ctx)
 	if err != nil {
 		return fmt.Errorf("delete webhook endpoint %d: %w", id, err)
 	}
@@ -225,9 +223,8 @@ RETURNING ` + endpointColumns
 // RotateWebhookSecret replaces the endpoint's signing secret; the one it
 // replaces keeps signing for overlap. Errors: jobboard.ErrNotFound,
 // jobboard.ErrSessionRevoked.
-func (w writes) RotateWebhookSecret(ctx context.Context, actor jobboard.Actor, companyID, id int64, sealedSecret []byte, overlap time.Duration) (jobboard.WebhookEndpoint, error) {
-	db := w.scope
-	q, err := db.writer(ctx)
+func (u *unit) RotateWebhookSecret(ctx context.Context, actor jobboard.Actor, companyID, id int64, sealedSecret []byte, overlap time.Duration) (jobboard.WebhookEndpoint, error) {
+	q, err := u.writer(ctx)
 	if err != nil {
 		return jobboard.WebhookEndpoint{}, fmt.Errorf("rotate secret of webhook endpoint %d: %w", id, err)
 	}
@@ -366,13 +363,12 @@ FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
 WHERE d.id = $4 AND d.endpoint_id = $3 AND e.company_id = $1 AND ` + webhookMember("$5")
 
 // ReplayWebhookDelivery dispatches a delivery again under the same event
-// id, whatever its state, and notes its outbox row for the relay. Errors:
+// id, whatever its state, with its outbox row. Errors:
 // jobboard.ErrNotFound, jobboard.ErrWebhookEndpointDisabled,
 // jobboard.ErrSessionRevoked.
-func (w writes) ReplayWebhookDelivery(ctx context.Context, actor jobboard.Actor, companyID, endpointID, deliveryID int64) (jobboard.WebhookDelivery, error) {
-	db := w.scope
+func (u *unit) ReplayWebhookDelivery(ctx context.Context, actor jobboard.Actor, companyID, endpointID, deliveryID int64) (jobboard.WebhookDelivery, error) {
 	args := []any{companyID, actor.UserID, endpointID, deliveryID, actor.PasswordChangedAt}
-	d, err := dispatch(ctx, db, actor, replayDeliverySQL, deliveryTargetSQL, args)
+	d, err := u.dispatch(ctx, actor, replayDeliverySQL, deliveryTargetSQL, args)
 	if err != nil {
 		return jobboard.WebhookDelivery{}, fmt.Errorf("replay webhook delivery %d: %w", deliveryID, err)
 	}
@@ -407,12 +403,11 @@ SELECT e.enabled FROM webhook_endpoints e
 WHERE e.id = $3 AND e.company_id = $1 AND ` + webhookMember("$4")
 
 // PingWebhookEndpoint dispatches a webhook.ping event to an enabled
-// endpoint and notes its outbox row for the relay. Errors:
+// endpoint, with its outbox row. Errors:
 // jobboard.ErrNotFound, jobboard.ErrWebhookEndpointDisabled,
 // jobboard.ErrSessionRevoked.
-func (w writes) PingWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, endpointID int64) (jobboard.WebhookDelivery, error) {
-	db := w.scope
-	d, err := dispatch(ctx, db, actor, pingSQL, pingTargetSQL, []any{companyID, actor.UserID, endpointID, actor.PasswordChangedAt})
+func (u *unit) PingWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, endpointID int64) (jobboard.WebhookDelivery, error) {
+	d, err := u.dispatch(ctx, actor, pingSQL, pingTargetSQL, []any{companyID, actor.UserID, endpointID, actor.PasswordChangedAt})
 	if err != nil {
 		return jobboard.WebhookDelivery{}, fmt.Errorf("ping webhook endpoint %d: %w", endpointID, err)
 	}
@@ -422,10 +417,9 @@ func (w writes) PingWebhookEndpoint(ctx context.Context, actor jobboard.Actor, c
 // dispatch runs a statement that dispatches one delivery (replay, ping)
 // with args; when it dispatches nothing, target (same args) tells why:
 // nothing visible (ErrNotFound, or the actor's session has ended) or a
-// disabled endpoint. The delivery's outbox row is noted for the relay once
-// written.
-func dispatch(ctx context.Context, db writeScope, actor jobboard.Actor, sql, target string, args []any) (jobboard.WebhookDelivery, error) {
-	q, err := db.writer(ctx)
+// disabled endpoint.
+func (u *unit) dispatch(ctx context.Context, actor jobboard.Actor, sql, target string, args []any) (jobboard.WebhookDelivery, error) {
+	q, err := u.writer(ctx)
 	if err != nil {
 		return jobboard.WebhookDelivery{}, err
 	}
@@ -448,7 +442,7 @@ func dispatch(ctx context.Context, db writeScope, actor jobboard.Actor, sql, tar
 		return jobboard.WebhookDelivery{}, timeout(ctx, err)
 	}
 	if err == nil {
-		err = noteEmitted(ctx, emitted)
+		err = u.emitPayloads(emitted)
 	}
 	return d, timeout(ctx, err)
 }

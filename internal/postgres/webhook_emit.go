@@ -1,9 +1,6 @@
 package postgres
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
@@ -19,7 +16,7 @@ import (
 // enabled endpoint of the company subscribes to it writes the event, a
 // delivery per such endpoint and an outbox row per delivery (bound for the
 // webhook queue); wh_outbox returns the rows' payloads, which the statement
-// hands back for the relay.
+// hands back to its unit of work (unit.emitPayloads).
 const webhookEmitSQL = `
 wh_target AS (
 	SELECT s.type, e.id AS endpoint_id
@@ -56,25 +53,6 @@ const deliveryOutboxInsertSQL = `
 // emittedSQL is the column that a statement with webhookEmitSQL returns:
 // the payloads of the outbox rows it wrote.
 const emittedSQL = `ARRAY(SELECT payload::text FROM wh_outbox)`
-
-// noteEmitted decodes the payloads a statement returned (emittedSQL) and
-// notes them for the relay (jobboard.NoteOutbox). Call it once the
-// transaction has committed. Errors: a payload that does not decode.
-func noteEmitted(ctx context.Context, payloads []string) error {
-	if len(payloads) == 0 {
-		return nil
-	}
-	evs := make([]jobboard.Event, 0, len(payloads))
-	for _, p := range payloads {
-		ev, err := jobboard.DecodeEvent([]byte(p))
-		if err != nil {
-			return fmt.Errorf("webhook outbox row: %w", err)
-		}
-		evs = append(evs, ev)
-	}
-	jobboard.NoteOutbox(ctx, evs...)
-	return nil
-}
 
 // applyEmittingSQL is applySQL with the application.submitted event.
 const applyEmittingSQL = `

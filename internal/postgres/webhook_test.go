@@ -36,8 +36,8 @@ func webhookRows(t testing.TB, w world) (events, deliveries, outbox int) {
 
 // A company without an enabled endpoint that wants an event gets no rows
 // at all; one that has gets the event, a delivery per endpoint and an
-// outbox row per delivery, written with the change and noted for the
-// relay.
+// outbox row per delivery, written with the change and handed back by
+// its unit of work for the relay.
 func TestWebhookEventsAreWrittenWithTheChange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -70,15 +70,15 @@ func TestWebhookEventsAreWrittenWithTheChange(t *testing.T) {
 	all := jobboard.WebhookEventTypes
 	e1, e2 := mustEndpoint(t, w, all...), mustEndpoint(t, w, all...)
 	third := mustUser(t, w.db, jobboard.RoleCandidate)
-	nctx, notes := jobboard.WithOutboxNotes(ctx)
-	app, err := w.db.Apply(nctx, third, w.job.ID, jobboard.NewApplication{})
+	app, noted, err := pgtest.Write(ctx, w.db.DB, func(st jobboard.Writes) (jobboard.Application, error) {
+		return st.Apply(ctx, third, w.job.ID, jobboard.NewApplication{})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e, d, o := webhookRows(t, w); e != 1 || d != 2 || o != 2 {
 		t.Fatalf("apply: %d events, %d deliveries, %d outbox rows; want 1, 2, 2", e, d, o)
 	}
-	noted := notes.Events()
 	if len(noted) != 2 || noted[0].Type != jobboard.EventTypeWebhookDelivery || noted[0].Generation != 1 {
 		t.Fatalf("noted %+v, want two delivery events of generation 1", noted)
 	}
@@ -105,14 +105,16 @@ func TestWebhookEventsAreWrittenWithTheChange(t *testing.T) {
 
 	// A status change: its email row and a status_changed event; a
 	// withdrawal: status_changed and withdrawn.
-	nctx, notes = jobboard.WithOutboxNotes(ctx)
-	if _, ev, err := w.db.ChangeStatus(nctx, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing}); err != nil || ev == nil {
-		t.Fatalf("change status: %v, %v", ev, err)
+	_, changed, err := pgtest.Write(ctx, w.db.DB, func(st jobboard.Writes) (jobboard.Application, error) {
+		return st.ChangeStatus(ctx, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
+	})
+	if err != nil || len(changed) == 0 || changed[0].Type != jobboard.EventTypeStatusChanged {
+		t.Fatalf("change status: %+v, %v", changed, err)
 	}
-	if n := len(notes.Events()); n != 2 {
-		t.Errorf("status change noted %d events, want 2 (one per endpoint)", n)
+	if n := len(changed[1:]); n != 2 || changed[1].Type != jobboard.EventTypeWebhookDelivery {
+		t.Errorf("status change handed back %d deliveries (%+v), want 2 (one per endpoint)", n, changed[1:])
 	}
-	if _, _, err := w.db.ChangeStatus(ctx, third, app.ID, jobboard.StatusChange{Status: jobboard.StatusWithdrawn}); err != nil {
+	if _, err := w.db.ChangeStatus(ctx, third, app.ID, jobboard.StatusChange{Status: jobboard.StatusWithdrawn}); err != nil {
 		t.Fatal(err)
 	}
 	rows, _ := w.db.Pool.Query(ctx, `SELECT type FROM webhook_events WHERE application_id = $1 ORDER BY occurred_at, type`, app.ID)
@@ -132,24 +134,19 @@ func TestWebhookEventsAreWrittenWithTheChange(t *testing.T) {
 
 	// Closing the job: job.closed for all three endpoints that want it;
 	// a patch that does not close it: nothing more.
-	nctx, notes = jobboard.WithOutboxNotes(ctx)
-	mustCloseCtx(t, w, nctx)
-	if n := len(notes.Events()); n != 3 {
-		t.Errorf("closing noted %d events, want 3", n)
+	closing := pgtest.MustWrite(t, w.db.DB, func(st jobboard.Writes) error {
+		closed := jobboard.JobClosed
+		_, err := st.UpdateJob(ctx, w.employer, w.job.ID, jobboard.JobPatch{Status: &closed})
+		return err
+	})
+	if n := len(closing); n != 3 {
+		t.Errorf("closing handed back %d events, want 3", n)
 	}
 	if _, err := w.db.UpdateJob(ctx, w.employer, w.job.ID, jobboard.JobPatch{Title: ptr("Renamed")}); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, w.db, `SELECT count(*) FROM webhook_events WHERE type = 'job.closed'`); n != 1 {
 		t.Errorf("%d job.closed events, want 1", n)
-	}
-}
-
-func mustCloseCtx(t testing.TB, w world, ctx context.Context) {
-	t.Helper()
-	closed := jobboard.JobClosed
-	if _, err := w.db.UpdateJob(ctx, w.employer, w.job.ID, jobboard.JobPatch{Status: &closed}); err != nil {
-		t.Fatalf("close job: %v", err)
 	}
 }
 
@@ -210,12 +207,12 @@ func TestWebhookEventsRollBackWithTheChange(t *testing.T) {
 	}
 	// A stale If-Match fails the change after its lock: nothing is written.
 	stale := app.Version + 5
-	if _, _, err := w.db.ChangeStatus(ctx, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing, IfVersion: &stale}); !errors.Is(err, jobboard.ErrPreconditionFailed) {
+	if _, err := w.db.ChangeStatus(ctx, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing, IfVersion: &stale}); !errors.Is(err, jobboard.ErrPreconditionFailed) {
 		t.Fatalf("stale change: %v", err)
 	}
 	// A keyed write rolled back takes its webhook rows along.
-	err = w.db.KeyedWrite(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: "k-0123456789abcdef", Fingerprint: []byte("f")}, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
-		_, _, err := st.ChangeStatus(ctx, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
+	_, err = w.db.Write(ctx, &jobboard.IdempotentRequest{Scope: "user:1", Key: "k-0123456789abcdef", Fingerprint: []byte("f")}, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		_, err := st.ChangeStatus(ctx, w.employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
 		return nil, err
 	})
 	if err != nil {
@@ -349,16 +346,16 @@ func deliverer(t testing.TB, w world) *pgtest.DB {
 	return pgtest.Open(t, pgtest.RoleURL(t, w.db.URL, pgtest.WebhookRole))
 }
 
-// dispatched returns the delivery events noted by a change.
+// pingEndpoint pings the endpoint and returns the delivery event that the
+// ping committed.
 func pingEndpoint(t testing.TB, w world, endpointID int64) jobboard.Event {
 	t.Helper()
-	ctx, notes := jobboard.WithOutboxNotes(context.Background())
-	if _, err := w.db.PingWebhookEndpoint(ctx, w.employer, w.company.ID, endpointID); err != nil {
-		t.Fatalf("ping: %v", err)
-	}
-	evs := notes.Events()
+	evs := pgtest.MustWrite(t, w.db.DB, func(st jobboard.Writes) error {
+		_, err := st.PingWebhookEndpoint(context.Background(), w.employer, w.company.ID, endpointID)
+		return err
+	})
 	if len(evs) != 1 {
-		t.Fatalf("ping noted %d events", len(evs))
+		t.Fatalf("ping handed back %d events", len(evs))
 	}
 	return evs[0]
 }
@@ -443,14 +440,14 @@ func TestWebhookAttemptsAsTheDeliveryRole(t *testing.T) {
 
 	// A replay is a new dispatch of the same event: the message of the
 	// first finds it stale, the new one leases it.
-	rctx, notes := jobboard.WithOutboxNotes(ctx)
-	replayed, err := w.db.ReplayWebhookDelivery(rctx, w.employer, w.company.ID, e.ID, ev.DeliveryID)
+	replayed, re, err := pgtest.Write(ctx, w.db.DB, func(st jobboard.Writes) (jobboard.WebhookDelivery, error) {
+		return st.ReplayWebhookDelivery(ctx, w.employer, w.company.ID, e.ID, ev.DeliveryID)
+	})
 	if err != nil || replayed.State != jobboard.DeliveryPending || replayed.EventID != entry.EventID || replayed.Attempts != 0 {
 		t.Fatalf("replay: %+v, %v", replayed, err)
 	}
-	re := notes.Events()
 	if len(re) != 1 || re[0].Generation != 2 || re[0].DeliveryID != ev.DeliveryID || re[0].EventID == ev.EventID {
-		t.Fatalf("replay noted %+v", re)
+		t.Fatalf("replay handed back %+v", re)
 	}
 	if old, err := d.BeginWebhookAttempt(ctx, ev.DeliveryID, ev.Generation, time.Minute); err != nil || old.Outcome != jobboard.TargetStale {
 		t.Errorf("the first dispatch's message: %+v, %v", old, err)

@@ -362,7 +362,7 @@ func TestSweeperDeletesExpiredIdempotencyKeys(t *testing.T) {
 	e := workertest.New(t, workertest.Options{})
 	ctx := context.Background()
 	for _, key := range []string{"expired-key-00001", "expired-key-00002", "fresh-key-0000001"} {
-		if err := e.DB.KeyedWrite(ctx, jobboard.IdempotentRequest{Scope: "user:1", Key: key, Fingerprint: []byte{1}},
+		if _, err := e.DB.Write(ctx, &jobboard.IdempotentRequest{Scope: "user:1", Key: key, Fingerprint: []byte{1}},
 			func(jobboard.Writes) (*jobboard.StoredResponse, error) {
 				return &jobboard.StoredResponse{Status: 201, Body: []byte("{}")}, nil
 			}); err != nil {

@@ -69,11 +69,11 @@ func benchDeliveries(b *testing.B, batch int) {
 	batches := make([]events.SQSEvent, rounds)
 	for i := range batches {
 		for j := range batch {
-			nctx, notes := jobboard.WithOutboxNotes(ctx)
-			if _, err := db.PingWebhookEndpoint(nctx, boss, co.ID, e.ID); err != nil {
-				b.Fatal(err)
-			}
-			body, _ := jobboard.EncodeEvent(notes.Events()[0])
+			pinged := pgtest.MustWrite(b, db.DB, func(st jobboard.Writes) error {
+				_, err := st.PingWebhookEndpoint(ctx, boss, co.ID, e.ID)
+				return err
+			})
+			body, _ := jobboard.EncodeEvent(pinged[0])
 			batches[i].Records = append(batches[i].Records, events.SQSMessage{MessageId: fmt.Sprintf("m-%d-%d", i, j), Body: string(body)})
 		}
 	}

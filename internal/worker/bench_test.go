@@ -355,17 +355,18 @@ func benchApplication(b *testing.B, db *postgres.DB, pool *pgxpool.Pool, n int) 
 	}
 	pgtest.MarkVerified(b, pool, cand.ID)
 	employer := jobboard.Actor{UserID: emp.ID, Role: emp.Role}
-	company, err := db.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "Acme"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	job, err := db.CreateJob(ctx, employer, company.ID, jobboard.NewJob{Title: "Engineer", Description: "Go.", EmploymentType: jobboard.FullTime})
-	if err != nil {
-		b.Fatal(err)
-	}
-	app, err := db.Apply(ctx, jobboard.Actor{UserID: cand.ID, Role: cand.Role}, job.ID, jobboard.NewApplication{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	var app jobboard.Application
+	pgtest.MustWrite(b, db, func(st jobboard.Writes) error {
+		company, err := st.CreateCompany(ctx, employer, jobboard.NewCompany{Name: "Acme"})
+		if err != nil {
+			return err
+		}
+		job, err := st.CreateJob(ctx, employer, company.ID, jobboard.NewJob{Title: "Engineer", Description: "Go.", EmploymentType: jobboard.FullTime})
+		if err != nil {
+			return err
+		}
+		app, err = st.Apply(ctx, jobboard.Actor{UserID: cand.ID, Role: cand.Role}, job.ID, jobboard.NewApplication{})
+		return err
+	})
 	return app.ID
 }

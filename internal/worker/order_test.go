@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 	"github.com/jobboard/jobboard/internal/worker"
 	"github.com/jobboard/jobboard/internal/worker/workertest"
 )
@@ -19,11 +20,10 @@ func moveApp(t *testing.T, e *workertest.Env, a workertest.App) []jobboard.Event
 	t.Helper()
 	var evs []jobboard.Event
 	for _, s := range []jobboard.ApplicationStatus{jobboard.StatusReviewing, jobboard.StatusInterview, jobboard.StatusOffer} {
-		_, ev, err := e.DB.ChangeStatus(context.Background(), a.Employer, a.ID, jobboard.StatusChange{Status: s})
-		if err != nil || ev == nil {
-			t.Fatalf("change to %s: %v, %v", s, ev, err)
-		}
-		evs = append(evs, *ev)
+		evs = append(evs, pgtest.MustWrite(t, e.DB, func(st jobboard.Writes) error {
+			_, err := st.ChangeStatus(context.Background(), a.Employer, a.ID, jobboard.StatusChange{Status: s})
+			return err
+		})...)
 	}
 	return evs
 }

@@ -41,11 +41,14 @@ func resetRequest(t *testing.T, e *workertest.Env, withAccount bool) (string, jo
 			t.Fatal(err)
 		}
 	}
-	ev, err := e.DB.RequestPasswordReset(ctx, email, jobboard.DefaultPasswordResetPolicy, time.Now())
-	if err != nil || ev == nil {
-		t.Fatalf("RequestPasswordReset = %+v, %v", ev, err)
+	evs := pgtest.MustWrite(t, e.DB, func(st jobboard.Writes) error {
+		_, err := st.RequestPasswordReset(ctx, email, jobboard.DefaultPasswordResetPolicy, time.Now())
+		return err
+	})
+	if len(evs) != 1 {
+		t.Fatalf("RequestPasswordReset committed %+v; want one event", evs)
 	}
-	return email, u, *ev
+	return email, u, evs[0]
 }
 
 // storedResetHashes returns the reset token hashes stored for the event.
@@ -113,11 +116,11 @@ func TestPasswordResetEmailCarriesTheLink(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	reset, err := e.DB.ResetPassword(ctx, jobboard.HashVerificationToken(token), "new hash", time.Now())
+	reset, err := e.Writes.ResetPassword(ctx, jobboard.HashVerificationToken(token), "new hash", time.Now())
 	if err != nil || reset.ID != u.ID || !reset.EmailVerified {
 		t.Fatalf("ResetPassword = %+v, %v; want user %d, verified", reset, err, u.ID)
 	}
-	if _, err := e.DB.ResetPassword(ctx, jobboard.HashVerificationToken(token), "again", time.Now()); !errors.Is(err, jobboard.ErrPasswordResetTokenUsed) {
+	if _, err := e.Writes.ResetPassword(ctx, jobboard.HashVerificationToken(token), "again", time.Now()); !errors.Is(err, jobboard.ErrPasswordResetTokenUsed) {
 		t.Fatalf("the token a second time: %v, want ErrPasswordResetTokenUsed", err)
 	}
 }
@@ -247,7 +250,7 @@ func TestRetriedPasswordResetReplacesTheToken(t *testing.T) {
 	if err := e.DB.CheckPasswordResetToken(ctx, jobboard.HashVerificationToken(oldToken), time.Now()); !errors.Is(err, jobboard.ErrPasswordResetTokenInvalid) {
 		t.Fatalf("the released attempt's token: %v, want ErrPasswordResetTokenInvalid", err)
 	}
-	if _, err := e.DB.ResetPassword(ctx, jobboard.HashVerificationToken(newToken), "new hash", time.Now()); err != nil {
+	if _, err := e.Writes.ResetPassword(ctx, jobboard.HashVerificationToken(newToken), "new hash", time.Now()); err != nil {
 		t.Fatalf("the sent token: %v", err)
 	}
 }

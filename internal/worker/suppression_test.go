@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 	"github.com/jobboard/jobboard/internal/worker/workertest"
 )
 
@@ -86,17 +87,20 @@ func TestVerificationLiftsABounceSuppression(t *testing.T) {
 	e.Drain(t, e.Poller(h), 30*time.Second)
 	wantClaim(t, e, before.EventID, "suppressed")
 
-	ev, err := e.DB.RequestVerification(ctx, app.Candidate.UserID, jobboard.DefaultVerificationPolicy, time.Now())
-	if err != nil {
-		t.Fatalf("RequestVerification of a bounced address: %v", err)
+	_, evs, err := pgtest.Write(ctx, e.DB, func(st jobboard.Writes) (struct{}, error) {
+		return struct{}{}, st.RequestVerification(ctx, app.Candidate.UserID, jobboard.DefaultVerificationPolicy, time.Now())
+	})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("RequestVerification of a bounced address: %+v, %v", evs, err)
 	}
+	ev := evs[0]
 	e.SendBody(t, workertest.Body(t, ev))
 	e.Drain(t, e.Poller(h), 30*time.Second)
 	emails := e.EmailsTo(t, app.CandidateEmail)
 	if len(emails) != 1 {
 		t.Fatalf("%d emails to %s, want the verification email", len(emails), app.CandidateEmail)
 	}
-	if _, err := e.DB.VerifyEmail(ctx, jobboard.HashVerificationToken(workertest.VerificationToken(t, emails[0])), time.Now()); err != nil {
+	if _, err := e.Writes.VerifyEmail(ctx, jobboard.HashVerificationToken(workertest.VerificationToken(t, emails[0])), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, found, err := e.DB.Suppression(ctx, app.CandidateEmail); err != nil || found {
@@ -122,7 +126,7 @@ func TestVerificationDoesNotLiftAComplaint(t *testing.T) {
 	ctx := context.Background()
 	app := e.NewApp(t)
 	suppress(t, e, jobboard.FeedbackComplained, app.CandidateEmail)
-	if _, err := e.DB.RequestVerification(ctx, app.Candidate.UserID, jobboard.DefaultVerificationPolicy, time.Now()); !errors.Is(err, jobboard.ErrAlreadyVerified) {
+	if err := e.Writes.RequestVerification(ctx, app.Candidate.UserID, jobboard.DefaultVerificationPolicy, time.Now()); !errors.Is(err, jobboard.ErrAlreadyVerified) {
 		t.Errorf("RequestVerification after a complaint = %v, want ErrAlreadyVerified", err)
 	}
 
@@ -157,14 +161,14 @@ func TestWithdrawnComplaintLetsTheNextStatusEmailOut(t *testing.T) {
 
 	// The other candidate has nothing to withdraw, and their call leaves
 	// the complaint about this address as it is.
-	if _, err := e.DB.WithdrawComplaint(ctx, other.Candidate); !errors.Is(err, jobboard.ErrNotSuppressed) {
+	if _, err := e.Writes.WithdrawComplaint(ctx, other.Candidate); !errors.Is(err, jobboard.ErrNotSuppressed) {
 		t.Fatalf("another account's withdrawal = %v, want ErrNotSuppressed", err)
 	}
 	if s, found, err := e.DB.Suppression(ctx, app.CandidateEmail); err != nil || !found || s.Reason != jobboard.SuppressedByComplaint {
 		t.Fatalf("suppression after another account's withdrawal = %+v, %v, %v; want the complaint", s, found, err)
 	}
 
-	d, err := e.DB.WithdrawComplaint(ctx, app.Candidate)
+	d, err := e.Writes.WithdrawComplaint(ctx, app.Candidate)
 	if err != nil || !d.Deliverable {
 		t.Fatalf("WithdrawComplaint = %+v, %v; want deliverable", d, err)
 	}

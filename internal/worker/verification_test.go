@@ -35,10 +35,9 @@ func newAccount(t *testing.T, e *workertest.Env) (jobboard.User, jobboard.Event)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := e.DB.RequestVerification(ctx, u.ID, jobboard.DefaultVerificationPolicy, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := pgtest.MustWrite(t, e.DB, func(st jobboard.Writes) error {
+		return st.RequestVerification(ctx, u.ID, jobboard.DefaultVerificationPolicy, time.Now())
+	})[0]
 	return u, ev
 }
 
@@ -116,7 +115,7 @@ func TestVerificationEmailCarriesTheLink(t *testing.T) {
 		t.Errorf("record lines %v, want one 'verification email sent' with user_id %d", l, u.ID)
 	}
 
-	verified, err := e.DB.VerifyEmail(context.Background(), jobboard.HashVerificationToken(token), time.Now())
+	verified, err := e.Writes.VerifyEmail(context.Background(), jobboard.HashVerificationToken(token), time.Now())
 	if err != nil || !verified.EmailVerified || verified.ID != u.ID {
 		t.Fatalf("VerifyEmail = %+v, %v; want user %d verified", verified, err, u.ID)
 	}
@@ -187,10 +186,10 @@ func TestRetriedVerificationEventReplacesTheToken(t *testing.T) {
 		t.Errorf("claim attempts = %d, want 1 (the retry claimed anew after the release)", c[0].Attempts)
 	}
 	ctx := context.Background()
-	if _, err := e.DB.VerifyEmail(ctx, jobboard.HashVerificationToken(oldToken), time.Now()); !errors.Is(err, jobboard.ErrVerificationTokenInvalid) {
+	if _, err := e.Writes.VerifyEmail(ctx, jobboard.HashVerificationToken(oldToken), time.Now()); !errors.Is(err, jobboard.ErrVerificationTokenInvalid) {
 		t.Fatalf("the released attempt's token: %v, want ErrVerificationTokenInvalid", err)
 	}
-	if v, err := e.DB.VerifyEmail(ctx, jobboard.HashVerificationToken(newToken), time.Now()); err != nil || !v.EmailVerified {
+	if v, err := e.Writes.VerifyEmail(ctx, jobboard.HashVerificationToken(newToken), time.Now()); err != nil || !v.EmailVerified {
 		t.Fatalf("the sent token: %+v, %v; want verified", v, err)
 	}
 }

@@ -34,23 +34,22 @@ func TestWebhookDisabledNoticeReachesEveryMember(t *testing.T) {
 		members = append(members, u)
 	}
 	boss := jobboard.Actor{UserID: members[0].ID, Role: jobboard.RoleEmployer}
-	company, err := e.DB.CreateCompany(ctx, boss, jobboard.NewCompany{Name: "PayPal Security"})
+	company, err := e.Writes.CreateCompany(ctx, boss, jobboard.NewCompany{Name: "PayPal Security"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Pool.Exec(ctx, `INSERT INTO company_members (company_id, user_id) VALUES ($1, $2)`, company.ID, members[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	endpoint, err := e.DB.CreateWebhookEndpoint(ctx, boss, company.ID, jobboard.NewWebhookEndpoint{
+	endpoint, err := e.Writes.CreateWebhookEndpoint(ctx, boss, company.ID, jobboard.NewWebhookEndpoint{
 		URL: "https://evil.example/login", EventTypes: []string{jobboard.WebhookJobClosed}}, []byte("sealed"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nctx, notes := jobboard.WithOutboxNotes(ctx)
-	if _, err := e.DB.PingWebhookEndpoint(nctx, boss, company.ID, endpoint.ID); err != nil {
-		t.Fatal(err)
-	}
-	ping := notes.Events()[0]
+	ping := pgtest.MustWrite(t, e.DB, func(st jobboard.Writes) error {
+		_, err := st.PingWebhookEndpoint(ctx, boss, company.ID, endpoint.ID)
+		return err
+	})[0]
 	deliverer := pgtest.Open(t, pgtest.RoleURL(t, e.URL, pgtest.WebhookRole))
 	target, err := deliverer.BeginWebhookAttempt(ctx, ping.DeliveryID, ping.Generation, time.Minute)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
 
 // FaultyPublisher wraps a real publisher (Next) to inject failures: Before
@@ -46,11 +47,14 @@ func (p *FaultyPublisher) Publish(ctx context.Context, evs []jobboard.Event) ([]
 // that the change committed to the outbox.
 func (e *Env) StatusChange(tb testing.TB, app App) jobboard.Event {
 	tb.Helper()
-	_, ev, err := e.DB.ChangeStatus(context.Background(), app.Employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
-	if err != nil || ev == nil {
-		tb.Fatalf("change status: %v, event %v", err, ev)
+	evs := pgtest.MustWrite(tb, e.DB, func(st jobboard.Writes) error {
+		_, err := st.ChangeStatus(context.Background(), app.Employer, app.ID, jobboard.StatusChange{Status: jobboard.StatusReviewing})
+		return err
+	})
+	if len(evs) != 1 {
+		tb.Fatalf("change status committed %+v; want one event", evs)
 	}
-	return *ev
+	return evs[0]
 }
 
 // Published reports whether the outbox row of eventID is marked published.

@@ -55,6 +55,9 @@ type Env struct {
 	URL  string
 	DB   *postgres.DB
 	Pool *pgxpool.Pool
+	// Writes are DB's writes as tests make them, each its own unkeyed
+	// unit of work (see pgtest.DB).
+	Writes *pgtest.DB
 
 	SQS              *sqs.Client
 	QueueURL, DLQURL string
@@ -90,6 +93,7 @@ func New(tb testing.TB, o Options) *Env {
 	e := &Env{URL: pgtest.NewURL(tb), Logs: &LogBuffer{}}
 	e.DB = OpenWorkerDB(tb, e.URL)
 	e.Pool = pgtest.Pool(tb, e.URL)
+	e.Writes = &pgtest.DB{DB: e.DB, Pool: e.Pool, URL: e.URL}
 
 	e.SQS = localaws.NewSQSClient(localaws.SQS(tb).Endpoint)
 	name := fmt.Sprintf("status-%d-%d", time.Now().UnixNano(), queueSeq.Add(1))
@@ -193,19 +197,23 @@ func (e *Env) newApp(tb testing.TB, verified bool) App {
 		pgtest.MarkVerified(tb, e.Pool, candidate.ID)
 	}
 	cand := jobboard.Actor{UserID: candidate.ID, Role: candidate.Role}
-	company, err := e.DB.CreateCompany(ctx, emp, jobboard.NewCompany{Name: "Acme " + tag})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	job, err := e.DB.CreateJob(ctx, emp, company.ID, jobboard.NewJob{
-		Title: "Backend Engineer", Description: "Go and PostgreSQL.", EmploymentType: jobboard.FullTime})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	app, err := e.DB.Apply(ctx, cand, job.ID, jobboard.NewApplication{})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	var (
+		company jobboard.Company
+		job     jobboard.Job
+		app     jobboard.Application
+	)
+	pgtest.MustWrite(tb, e.DB, func(st jobboard.Writes) (err error) {
+		if company, err = st.CreateCompany(ctx, emp, jobboard.NewCompany{Name: "Acme " + tag}); err != nil {
+			return err
+		}
+		job, err = st.CreateJob(ctx, emp, company.ID, jobboard.NewJob{
+			Title: "Backend Engineer", Description: "Go and PostgreSQL.", EmploymentType: jobboard.FullTime})
+		if err != nil {
+			return err
+		}
+		app, err = st.Apply(ctx, cand, job.ID, jobboard.NewApplication{})
+		return err
+	})
 	return App{ID: app.ID, Employer: emp, Candidate: cand, CandidateEmail: candidate.Email,
 		CandidateName: candidate.Name, JobTitle: job.Title, CompanyName: company.Name}
 }
