@@ -76,19 +76,6 @@ func CheckTransition(party Party, from, to ApplicationStatus) error {
 	return nil
 }
 
-// TransitionError says which change the workflow refused. It matches
-// ErrInvalidTransition with errors.Is.
-type TransitionError struct {
-	From, To ApplicationStatus
-}
-
-func (e *TransitionError) Error() string {
-	return "cannot change status from " + string(e.From) + " to " + string(e.To)
-}
-
-// Is makes errors.Is(err, ErrInvalidTransition) true.
-func (e *TransitionError) Is(target error) bool { return target == ErrInvalidTransition }
-
 // Application is a candidate's application to a job. Version grows by one
 // with every status change; the HTTP layer exposes it as the ETag.
 type Application struct {

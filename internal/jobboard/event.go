@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -100,33 +99,6 @@ var requiredFields = map[string]func(Event) string{
 		return ""
 	},
 }
-
-// ErrMalformedEvent is matched (errors.Is) by every error DecodeEvent and
-// Event.Validate return: the body can never be processed, however often it
-// is retried.
-var ErrMalformedEvent = errors.New("malformed event")
-
-// MalformedEventError says why a message body is not an event. It matches
-// ErrMalformedEvent.
-type MalformedEventError struct {
-	// Reason is a short description, e.g. "missing event_id".
-	Reason string
-	// Err is the JSON error behind the reason, if any.
-	Err error
-}
-
-func (e *MalformedEventError) Error() string {
-	if e.Err != nil {
-		return "malformed event: " + e.Reason + ": " + e.Err.Error()
-	}
-	return "malformed event: " + e.Reason
-}
-
-// Unwrap returns the JSON error, if any.
-func (e *MalformedEventError) Unwrap() error { return e.Err }
-
-// Is makes errors.Is(err, ErrMalformedEvent) true.
-func (e *MalformedEventError) Is(target error) bool { return target == ErrMalformedEvent }
 
 // Validate checks what every consumer relies on: a known type, an event_id
 // that is not blank, at most MaxEventIDLen bytes of UTF-8 without NUL, an

@@ -2,14 +2,8 @@ package jobboard
 
 import (
 	"context"
-	"errors"
 	"time"
 )
-
-// ErrLeaseLost means a claim is no longer held by the lease token that
-// tried to finish or release it: its lease expired and another worker took
-// the event over (or released it). The caller must leave the claim alone.
-var ErrLeaseLost = errors.New("the claim's lease is held by another worker")
 
 // EventOutcome is what handling one event came to. A finished claim records
 // it; every log line about the event carries it.

@@ -2,7 +2,6 @@ package jobboard
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 )
@@ -125,17 +124,6 @@ type SuppressionWrites interface {
 	// gone), database errors.
 	WithdrawComplaint(ctx context.Context, actor Actor) (AddressDelivery, error)
 }
-
-// Errors of lifting a suppression.
-var (
-	// ErrNotSuppressed: the address is not on the suppression list; there
-	// is nothing to lift.
-	ErrNotSuppressed = errors.New("email address is not suppressed")
-	// ErrSuppressedByBounce: the address is suppressed because it bounced,
-	// which a withdrawn complaint does not change; a verification link
-	// that reaches it does.
-	ErrSuppressedByBounce = errors.New("email address is suppressed by a bounce, not a complaint")
-)
 
 // NormalizeEmail is the form addresses are stored and compared in:
 // trimmed and lower-cased.

@@ -2,7 +2,6 @@ package jobboard
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -10,11 +9,6 @@ import (
 // replayed to retries with the same key. After it, the sweeper deletes the
 // answer and the key may be used again.
 const IdempotencyKeyTTL = 24 * time.Hour
-
-// ErrIdempotencyKeyInUse means that another request with the same
-// idempotency key is still running (its transaction holds the key). Retry
-// later: once it has finished, the retry gets its answer.
-var ErrIdempotencyKeyInUse = errors.New("a request with this idempotency key is still in progress")
 
 // IdempotentRequest identifies one keyed write: who sent it, the key they
 // chose, and a fingerprint of the request (method, path, body, …) that a

@@ -1,30 +1,6 @@
 package jobboard
 
-import (
-	"context"
-	"errors"
-)
-
-// Mail error kinds, returned (wrapped) by Mailer implementations. Any other
-// error from a Mailer means the email was not sent and a retry may succeed.
-var (
-	// ErrMailThrottled: the mail service asks us to slow down (sending
-	// rate or quota). Release the claim, stop starting new work, retry
-	// later with a backoff.
-	ErrMailThrottled = errors.New("mail service throttled the send")
-	// ErrMailPaused: the mail service stopped all sending of the account
-	// until someone acts (sending paused, account suspended, sender domain
-	// not verified, configuration missing). Not this email's fault: release
-	// the claim, stop the batch, retry with the longest backoff, alarm.
-	ErrMailPaused = errors.New("mail service stopped sending for the account")
-	// ErrMailRejected: the mail service refused this email for good (its
-	// content or its recipient). Retrying cannot help.
-	ErrMailRejected = errors.New("mail service rejected the email permanently")
-	// ErrMailAmbiguous: the request may have reached the mail service, but
-	// its answer was lost (connection reset, timeout), so whether the email
-	// left is unknown. A retry may send it a second time.
-	ErrMailAmbiguous = errors.New("mail service may have accepted the email; its answer was lost")
-)
+import "context"
 
 // StatusEmail is what the candidate is told about a status change.
 type StatusEmail struct {

@@ -2,7 +2,6 @@ package jobboard
 
 import (
 	"context"
-	"errors"
 	"net/mail"
 	"strings"
 	"time"
@@ -35,21 +34,6 @@ const PasswordResetTokenTTL = time.Hour
 // counted per account would refuse requests for addresses that have an
 // account and not for the others, which would tell them apart.
 var DefaultPasswordResetPolicy = DefaultVerificationPolicy
-
-// Errors of password reset. Reset tokens are made, hashed and checked like
-// verification tokens (NewVerificationToken, HashVerificationToken,
-// ValidVerificationToken): 256 random bits, stored as their SHA-256.
-var (
-	// ErrPasswordResetTokenInvalid: the token is not one we issued, or its
-	// account no longer has the address it was sent to.
-	ErrPasswordResetTokenInvalid = errors.New("password reset token is invalid")
-	// ErrPasswordResetTokenExpired: the token is ours, but older than
-	// PasswordResetTokenTTL.
-	ErrPasswordResetTokenExpired = errors.New("password reset token has expired")
-	// ErrPasswordResetTokenUsed: the token, or another of the account's,
-	// has reset the password already.
-	ErrPasswordResetTokenUsed = errors.New("password reset token was used already")
-)
 
 // PasswordResetRequest is the input of POST /v1/auth/password-reset.
 type PasswordResetRequest struct {

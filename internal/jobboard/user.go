@@ -2,7 +2,6 @@ package jobboard
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -50,10 +49,6 @@ type Actor struct {
 	// while the reset committed gets a session that is already over.
 	PasswordChangedAt time.Time
 }
-
-// ErrSessionRevoked is the error of a session issued before the account's
-// password was last reset. It matches ErrUnauthenticated.
-var ErrSessionRevoked = fmt.Errorf("session issued before the last password reset: %w", ErrUnauthenticated)
 
 // Limits on user input, in characters.
 const (

@@ -4,8 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -23,21 +21,6 @@ const EventTypeEmailVerificationRequested = "user.email_verification_requested"
 
 // VerificationTokenTTL is how long a verification link works.
 const VerificationTokenTTL = 24 * time.Hour
-
-// Errors of verification.
-var (
-	// ErrAlreadyVerified: the account's address is verified; there is
-	// nothing to send.
-	ErrAlreadyVerified = errors.New("email address already verified")
-	// ErrVerificationTokenInvalid: the token is not one we issued (or its
-	// link was replaced by a newer attempt of the same email).
-	ErrVerificationTokenInvalid = errors.New("verification token is invalid")
-	// ErrVerificationTokenExpired: the token is ours, but older than
-	// VerificationTokenTTL.
-	ErrVerificationTokenExpired = errors.New("verification token has expired")
-	// ErrVerificationTokenUsed: the token is ours and was used already.
-	ErrVerificationTokenUsed = errors.New("verification token was used already")
-)
 
 // verificationTokenBytes is the token's entropy: 256 bits, so that
 // guessing one is hopeless and a plain SHA-256 is a safe way to store it.
@@ -135,26 +118,6 @@ func (p VerificationPolicy) Wait(h VerificationHistory, now time.Time) (time.Dur
 	}
 	return wait, reason
 }
-
-// VerificationThrottledError is a verification email refused because the
-// account or address asked too often. It matches ErrVerificationThrottled.
-type VerificationThrottledError struct {
-	// RetryAfter is how long until a request is accepted.
-	RetryAfter time.Duration
-	// Bound is "cooldown", "account" or "address".
-	Bound string
-}
-
-func (e *VerificationThrottledError) Error() string {
-	return fmt.Sprintf("too many verification emails (%s); retry after %s", e.Bound, e.RetryAfter)
-}
-
-// Is makes errors.Is(err, ErrVerificationThrottled) true.
-func (e *VerificationThrottledError) Is(target error) bool { return target == ErrVerificationThrottled }
-
-// ErrVerificationThrottled is the kind of a verification email refused for
-// a while (see VerificationThrottledError for how long).
-var ErrVerificationThrottled = errors.New("too many verification emails")
 
 // RecipientDetails is what the verification email needs: the account's
 // address and the link's token. Nothing a user typed goes in it.

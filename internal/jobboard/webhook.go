@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -319,10 +318,6 @@ const (
 	webhookSecretBytes  = 32
 )
 
-// ErrWebhookSecretMalformed is returned for a secret not of the form
-// NewWebhookSecret makes.
-var ErrWebhookSecretMalformed = errors.New("webhook signing secret malformed")
-
 // NewWebhookSecret returns a fresh signing secret, "whsec_…".
 func NewWebhookSecret() string {
 	b := make([]byte, webhookSecretBytes)
@@ -509,15 +504,6 @@ type WebhookDeliveryFilter struct {
 	Limit int
 	After int64
 }
-
-// Errors of webhooks.
-var (
-	// ErrTooManyWebhookEndpoints: the company has MaxWebhookEndpoints.
-	ErrTooManyWebhookEndpoints = errors.New("the company has the most webhook endpoints allowed")
-	// ErrWebhookEndpointDisabled: the endpoint is disabled, so it can be
-	// neither pinged nor replayed to.
-	ErrWebhookEndpointDisabled = errors.New("the webhook endpoint is disabled")
-)
 
 // WebhookStore keeps a company's endpoints and their delivery log. Every
 // method checks that the actor is a member of the company and that the
