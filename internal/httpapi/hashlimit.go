@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 )
 
@@ -85,10 +84,4 @@ func (l hashLimiter) run(ctx context.Context, fn func()) error {
 	defer func() { <-l.slots }()
 	fn()
 	return nil
-}
-
-// busyProblem is the problem of a busyError.
-func busyProblem() problem {
-	return newProblem(http.StatusServiceUnavailable, kindBusy,
-		"The server is busy checking other passwords; retry after the time given in Retry-After.")
 }

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -51,10 +50,6 @@ const (
 	// and answers 404, changing nothing): the header is not read.
 	keysNone
 )
-
-// errKeyReused answers a key sent again with a different request.
-var errKeyReused = &statusError{http.StatusUnprocessableEntity, kindIdempotencyKeyReused,
-	"This Idempotency-Key was used with a different request (method, path, If-Match or body); use a new key for a new request."}
 
 // parseIdempotencyKey reads the Idempotency-Key header: absent (false), or
 // one key of 16 to 255 characters from A-Z a-z 0-9 and - _ . : ~ + / =,
@@ -110,8 +105,8 @@ func (s *server) idempotentRequest(w http.ResponseWriter, r *http.Request, polic
 		return nil, nil, false, nil // no one, or a bad token: the handler answers 401
 	}
 	scope := "user:" + strconv.FormatInt(a.UserID, 10)
-	if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes)); err != nil {
-		return nil, nil, false, fmt.Errorf("read body: %w", err) // 413 when too large
+	if body, err = readAll(w, r); err != nil {
+		return nil, nil, false, err
 	}
 	fp, err := s.fingerprints.sum(r.Context(), scope, r, body)
 	if err != nil {

@@ -27,7 +27,7 @@ const (
 // pointer to a struct. Before decoding it checks the body with checkBody
 // against the struct's json member names, so a member name that matches
 // only when case is ignored, a repeated member, and text with NUL or invalid
-// UTF-8 are refused. Errors: *requestError (400), *http.MaxBytesError (413).
+// UTF-8 are refused. Errors: *requestError (400), errBodyTooLarge (413).
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := readBody(w, r)
 	if err != nil {
@@ -78,13 +78,9 @@ func decodeValid[T validatable](w http.ResponseWriter, r *http.Request) (T, erro
 // readBody reads the whole body (at most maxBodyBytes) and checks that it
 // is not empty and starts like a JSON object; checkBody checks the rest.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	body, err := readAll(w, r)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, fmt.Errorf("read body: %w", err)
-		}
-		return nil, &requestError{detail: "The request body could not be read.", cause: err}
+		return nil, err
 	}
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
@@ -92,6 +88,20 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	}
 	if body[0] != '{' {
 		return nil, badRequest("", "The request body must be a JSON object.")
+	}
+	return body, nil
+}
+
+// readAll reads the whole body, at most maxBodyBytes. Errors:
+// errBodyTooLarge (413), a *requestError for a body that cannot be read.
+func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, fmt.Errorf("read body: %w: %w", errBodyTooLarge, err)
+	case err != nil:
+		return nil, &requestError{detail: "The request body could not be read.", cause: err}
 	}
 	return body, nil
 }

@@ -173,11 +173,11 @@ const unmatchedPattern = "/"
 func (s *server) unmatched(w http.ResponseWriter, r *http.Request) {
 	if allow := s.allowed(r); allow != "" {
 		w.Header().Set("Allow", allow)
-		s.writeError(w, r, &statusError{http.StatusMethodNotAllowed, kindMethodNotAllowed,
-			"Method " + r.Method + " is not allowed here; see the Allow header."})
+		s.writeProblem(w, r, newProblem(http.StatusMethodNotAllowed, kindMethodNotAllowed,
+			"Method "+r.Method+" is not allowed here; see the Allow header."), nil)
 		return
 	}
-	s.writeError(w, r, &statusError{http.StatusNotFound, kindNotFound, "No such endpoint."})
+	s.writeProblem(w, r, newProblem(http.StatusNotFound, kindNotFound, "No such endpoint."), nil)
 }
 
 var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}

@@ -129,117 +129,135 @@ func badRequest(field, detail string) *requestError {
 	return e
 }
 
-// statusError answers a fixed status and problem kind (404 for unmatched
-// routes, 405, 503).
-type statusError struct {
-	status int
-	kind   string
-	detail string
-}
+// The HTTP layer's own error kinds, beside the domain's (package jobboard).
+var (
+	// errBadRequest is the kind of every *requestError.
+	errBadRequest = errors.New("bad request")
+	// errBodyTooLarge: the body is larger than maxBodyBytes.
+	errBodyTooLarge = errors.New("request body too large")
+	// errKeyReused: an Idempotency-Key sent again with another request.
+	errKeyReused = errors.New("idempotency key reused with another request")
+	// errWebhooksOff, errEmailDeliveryOff, errNoDatabase: the server is
+	// configured without webhooks, the suppression list, a database.
+	errWebhooksOff      = errors.New("webhooks are not configured")
+	errEmailDeliveryOff = errors.New("the suppression list is not configured")
+	errNoDatabase       = errors.New("no database is configured")
+	// errDatabaseDown: the database does not answer a ping.
+	errDatabaseDown = errors.New("the database does not answer")
+)
 
-func (e *statusError) Error() string { return e.detail }
+// Is makes errors.Is(err, errBadRequest) true.
+func (e *requestError) Is(target error) bool { return target == errBadRequest }
 
-// errorKinds maps the domain's error kinds to responses. Checked in order
-// with errors.Is; the first match wins.
-var errorKinds = []struct {
+// problemKinds is the one table from the errors a handler returns to the
+// problems they answer: the domain's kinds and the HTTP layer's own.
+// problemFor walks it in order with errors.Is, and the first row that
+// matches wins. An empty detail is the kind's own text; fill, when set,
+// takes from the error what it carries (its fields, its own detail).
+var problemKinds = []struct {
 	err    error
 	status int
 	kind   string
 	detail string
+	fill   func(err error, p *problem)
 }{
-	{jobboard.ErrNotFound, http.StatusNotFound, kindNotFound, "The resource does not exist or is not visible to you."},
+	{jobboard.ErrTooManyAttempts, http.StatusTooManyRequests, kindTooManyAttempts,
+		"Too many failed attempts from your network; wait for the time given in Retry-After.", nil},
+	{errHashBusy, http.StatusServiceUnavailable, kindBusy,
+		"The server is busy checking other passwords; retry after the time given in Retry-After.", nil},
+	{jobboard.ErrVerificationThrottled, http.StatusTooManyRequests, kindTooManyVerification,
+		"A verification email was sent to this address recently; wait for the time given in Retry-After.", nil},
+	{jobboard.ErrUnsearchable, http.StatusBadRequest, kindBadRequest, "The query string has invalid parameters.",
+		func(_ error, p *problem) {
+			p.Errors = []jobboard.FieldError{{Field: "q", Detail: "needs a word to search for: words after - only exclude, and cannot be searched alone"}}
+		}},
+	// The database's statement timeout, or the request's own deadline (in
+	// Lambda, set before the function's timeout so that the API answers
+	// instead of being cut off).
+	{jobboard.ErrTimeout, http.StatusServiceUnavailable, kindQueryTimeout, timeoutDetail, nil},
+	{context.DeadlineExceeded, http.StatusServiceUnavailable, kindQueryTimeout, timeoutDetail, nil},
+	{errBodyTooLarge, http.StatusRequestEntityTooLarge, kindBodyTooLarge, "The request body is larger than 1 MiB.", nil},
+	{jobboard.ErrInvalidInput, http.StatusUnprocessableEntity, kindValidation, "The input has invalid fields.",
+		func(err error, p *problem) {
+			var ve *jobboard.ValidationError
+			if errors.As(err, &ve) {
+				p.Errors = ve.Fields
+			}
+		}},
+	{errBadRequest, http.StatusBadRequest, kindBadRequest, "", func(err error, p *problem) {
+		var re *requestError
+		if errors.As(err, &re) {
+			p.Detail, p.Errors = re.detail, re.fields
+		}
+	}},
+	{errKeyReused, http.StatusUnprocessableEntity, kindIdempotencyKeyReused,
+		"This Idempotency-Key was used with a different request (method, path, If-Match or body); use a new key for a new request.", nil},
+	{errWebhooksOff, http.StatusServiceUnavailable, kindUnavailable, "Webhooks are not configured on this server.", nil},
+	{errEmailDeliveryOff, http.StatusServiceUnavailable, kindUnavailable, "The suppression list is not configured on this server.", nil},
+	{errNoDatabase, http.StatusServiceUnavailable, kindUnavailable, "No database is configured.", nil},
+	{errDatabaseDown, http.StatusServiceUnavailable, kindUnavailable, "The database does not answer.", nil},
+	{jobboard.ErrInvalidTransition, http.StatusConflict, kindInvalidTransition, "", func(err error, p *problem) {
+		var te *jobboard.TransitionError
+		if errors.As(err, &te) {
+			p.Detail = te.Error() + "."
+		}
+	}},
+	{jobboard.ErrNotFound, http.StatusNotFound, kindNotFound, "The resource does not exist or is not visible to you.", nil},
 	{jobboard.ErrSessionRevoked, http.StatusUnauthorized, kindUnauthenticated,
-		"The account's password was reset after this token was issued; sign in again."},
-	{jobboard.ErrUnauthenticated, http.StatusUnauthorized, kindUnauthenticated, "A valid bearer token is required."},
-	{jobboard.ErrInvalidCredentials, http.StatusUnauthorized, kindInvalidCredentials, "The email or password is wrong."},
-	{jobboard.ErrForbidden, http.StatusForbidden, kindForbidden, "Your role may not do this."},
-	{jobboard.ErrEmailTaken, http.StatusConflict, kindEmailTaken, "An account with this email exists."},
-	{jobboard.ErrDuplicateApplication, http.StatusConflict, kindDuplicateApplication, "You have applied to this job already."},
-	{jobboard.ErrJobClosed, http.StatusConflict, kindJobClosed, "The job no longer accepts applications."},
-	{jobboard.ErrInvalidTransition, http.StatusConflict, kindInvalidTransition, ""},
-	{jobboard.ErrPreconditionFailed, http.StatusPreconditionFailed, kindPreconditionFailed, "The application has changed since you read it (If-Match is stale)."},
-	{jobboard.ErrIdempotencyKeyInUse, http.StatusConflict, kindIdempotencyKeyInUse, "A request with this Idempotency-Key is still in progress; retry it after a moment to get its answer."},
-	{jobboard.ErrAlreadyVerified, http.StatusConflict, kindAlreadyVerified, "Your email address is verified already."},
+		"The account's password was reset after this token was issued; sign in again.", nil},
+	{jobboard.ErrUnauthenticated, http.StatusUnauthorized, kindUnauthenticated, "A valid bearer token is required.", nil},
+	{jobboard.ErrInvalidCredentials, http.StatusUnauthorized, kindInvalidCredentials, "The email or password is wrong.", nil},
+	{jobboard.ErrForbidden, http.StatusForbidden, kindForbidden, "Your role may not do this.", nil},
+	{jobboard.ErrEmailTaken, http.StatusConflict, kindEmailTaken, "An account with this email exists.", nil},
+	{jobboard.ErrDuplicateApplication, http.StatusConflict, kindDuplicateApplication, "You have applied to this job already.", nil},
+	{jobboard.ErrJobClosed, http.StatusConflict, kindJobClosed, "The job no longer accepts applications.", nil},
+	{jobboard.ErrPreconditionFailed, http.StatusPreconditionFailed, kindPreconditionFailed,
+		"The application has changed since you read it (If-Match is stale).", nil},
+	{jobboard.ErrIdempotencyKeyInUse, http.StatusConflict, kindIdempotencyKeyInUse,
+		"A request with this Idempotency-Key is still in progress; retry it after a moment to get its answer.", nil},
+	{jobboard.ErrAlreadyVerified, http.StatusConflict, kindAlreadyVerified, "Your email address is verified already.", nil},
 	{jobboard.ErrNotSuppressed, http.StatusConflict, kindNotSuppressed,
-		"Email reaches your address already: there is no complaint to withdraw."},
+		"Email reaches your address already: there is no complaint to withdraw.", nil},
 	{jobboard.ErrSuppressedByBounce, http.StatusConflict, kindSuppressedByBounce,
-		"Your address bounced; a withdrawn complaint does not change that. Ask for a verification email (POST /v1/auth/resend-verification) and follow its link."},
+		"Your address bounced; a withdrawn complaint does not change that. Ask for a verification email (POST /v1/auth/resend-verification) and follow its link.", nil},
 	{jobboard.ErrVerificationTokenInvalid, http.StatusBadRequest, kindInvalidVerificationToken,
-		"The verification link is not valid (a newer email may have replaced it); sign in and ask for a new one."},
+		"The verification link is not valid (a newer email may have replaced it); sign in and ask for a new one.", nil},
 	{jobboard.ErrVerificationTokenExpired, http.StatusGone, kindVerificationTokenExpired,
-		"The verification link has expired; sign in and ask for a new one."},
+		"The verification link has expired; sign in and ask for a new one.", nil},
 	{jobboard.ErrVerificationTokenUsed, http.StatusGone, kindVerificationTokenUsed,
-		"The verification link has been used already."},
+		"The verification link has been used already.", nil},
 	{jobboard.ErrPasswordResetTokenInvalid, http.StatusBadRequest, kindInvalidResetToken,
-		"The password reset link is not valid; ask for a new one."},
+		"The password reset link is not valid; ask for a new one.", nil},
 	{jobboard.ErrPasswordResetTokenExpired, http.StatusGone, kindResetTokenExpired,
-		"The password reset link has expired; ask for a new one."},
+		"The password reset link has expired; ask for a new one.", nil},
 	{jobboard.ErrPasswordResetTokenUsed, http.StatusGone, kindResetTokenUsed,
-		"The password reset link has been used, or the password has been reset since it was sent."},
+		"The password reset link has been used, or the password has been reset since it was sent.", nil},
 	{jobboard.ErrTooManyWebhookEndpoints, http.StatusConflict, kindTooManyWebhookEndpoints,
-		"The company has the most webhook endpoints allowed (20); delete one first."},
+		"The company has the most webhook endpoints allowed (20); delete one first.", nil},
 	{jobboard.ErrWebhookEndpointDisabled, http.StatusConflict, kindWebhookEndpointDisabled,
-		"The webhook endpoint is disabled; enable it (PATCH enabled: true) first."},
+		"The webhook endpoint is disabled; enable it (PATCH enabled: true) first.", nil},
 }
 
-// problemFor turns any error a handler returns into the problem to answer.
-// It is the one place where errors become statuses. The bool reports an
-// unexpected error: the caller logs its cause at ERROR, and the client sees
-// only a generic detail.
+const timeoutDetail = "The request took too long to answer and was stopped; try again later, or narrow the search."
+
+// problemFor turns any error a handler returns into the problem to answer
+// (problemKinds). It is the one place where errors become statuses. The
+// bool reports an unexpected error: the caller logs its cause at ERROR,
+// and the client sees only a generic detail.
 func problemFor(err error) (problem, bool) {
-	var (
-		ve       *jobboard.ValidationError
-		re       *requestError
-		se       *statusError
-		tooLarge *http.MaxBytesError
-		te       *jobboard.TransitionError
-		blocked  *jobboard.BlockedError
-		vt       *jobboard.VerificationThrottledError
-		busy     *busyError
-	)
-	switch {
-	case errors.As(err, &blocked):
-		return newProblem(http.StatusTooManyRequests, kindTooManyAttempts,
-			"Too many failed attempts from your network; wait for the time given in Retry-After."), false
-	case errors.As(err, &busy):
-		return busyProblem(), false
-	case errors.As(err, &vt):
-		return newProblem(http.StatusTooManyRequests, kindTooManyVerification,
-			"A verification email was sent to this address recently; wait for the time given in Retry-After."), false
-	case errors.Is(err, jobboard.ErrUnsearchable):
-		p := newProblem(http.StatusBadRequest, kindBadRequest, "The query string has invalid parameters.")
-		p.Errors = []jobboard.FieldError{{Field: "q", Detail: "needs a word to search for: words after - only exclude, and cannot be searched alone"}}
-		return p, false
-	case errors.Is(err, jobboard.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		// The database's statement timeout, or the request's own deadline
-		// (in Lambda, set before the function's timeout so that the API
-		// answers instead of being cut off).
-		return newProblem(http.StatusServiceUnavailable, kindQueryTimeout,
-			"The request took too long to answer and was stopped; try again later, or narrow the search."), false
-	case errors.As(err, &tooLarge):
-		return newProblem(http.StatusRequestEntityTooLarge, kindBodyTooLarge,
-			"The request body is larger than 1 MiB."), false
-	case errors.As(err, &ve):
-		p := newProblem(http.StatusUnprocessableEntity, kindValidation, "The input has invalid fields.")
-		p.Errors = ve.Fields
-		return p, false
-	case errors.As(err, &re):
-		p := newProblem(http.StatusBadRequest, kindBadRequest, re.detail)
-		p.Errors = re.fields
-		return p, false
-	case errors.As(err, &se):
-		return newProblem(se.status, se.kind, se.detail), false
-	case errors.As(err, &te):
-		return newProblem(http.StatusConflict, kindInvalidTransition, te.Error()+"."), false
-	}
-	for _, k := range errorKinds {
-		if errors.Is(err, k.err) {
-			detail := k.detail
-			if detail == "" {
-				detail = capitalize(k.err.Error()) + "."
-			}
-			return newProblem(k.status, k.kind, detail), false
+	for _, k := range problemKinds {
+		if !errors.Is(err, k.err) {
+			continue
 		}
+		detail := k.detail
+		if detail == "" {
+			detail = capitalize(k.err.Error()) + "."
+		}
+		p := newProblem(k.status, k.kind, detail)
+		if k.fill != nil {
+			k.fill(err, &p)
+		}
+		return p, false
 	}
 	return newProblem(http.StatusInternalServerError, kindInternal,
 		"Something went wrong on our side; the request id identifies it in our logs."), true

@@ -348,13 +348,13 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) error {
 // readyz answers 200 when the database answers a ping, 503 otherwise.
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if s.pinger == nil {
-		return &statusError{http.StatusServiceUnavailable, kindUnavailable, "No database is configured."}
+		return errNoDatabase
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	if err := s.pinger.Ping(ctx); err != nil {
 		loggerFrom(r.Context(), s.log).WarnContext(r.Context(), "readiness: database ping failed", slog.Any("err", err))
-		return &statusError{http.StatusServiceUnavailable, kindUnavailable, "The database does not answer."}
+		return errDatabaseDown
 	}
 	return writeJSON(w, http.StatusOK, health{Status: "ok"})
 }

@@ -194,10 +194,6 @@ type resumeEmailInput struct {
 	WithdrawComplaint bool `json:"withdraw_complaint"`
 }
 
-// errEmailDeliveryOff answers the route when no suppression list is
-// configured.
-var errEmailDeliveryOff = &statusError{http.StatusServiceUnavailable, kindUnavailable, "The suppression list is not configured on this server."}
-
 // resumeEmailDelivery lifts the complaint suppression of the signed-in
 // account's own address, when its owner says they withdraw the complaint,
 // and answers the address's delivery after it. A second call finds nothing

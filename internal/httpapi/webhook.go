@@ -17,10 +17,6 @@ import (
 // gets 404, as for the company's other private resources; the store checks
 // membership in the statement that reads or writes (jobboard.WebhookStore).
 
-// errWebhooksOff answers the webhook routes of a server configured without
-// them.
-var errWebhooksOff = &statusError{http.StatusServiceUnavailable, kindUnavailable, "Webhooks are not configured on this server."}
-
 // webhookTarget is what a webhook route names: the signed-in actor, the
 // company and, for the routes of one endpoint, the endpoint.
 type webhookTarget struct {
