@@ -115,7 +115,7 @@ func (s *server) hashCounted(ctx context.Context, fn func(), keys ...jobboard.Th
 		return err
 	}
 	if uerr := s.logins.LoginUndecided(context.WithoutCancel(ctx), keys...); uerr != nil {
-		loggerFrom(ctx, s.log).WarnContext(ctx, "take back an attempt left undecided", slog.Any("err", uerr))
+		loggerFrom(ctx, s.log).WarnContext(ctx, "take back an attempt left undecided", slog.Any("error", uerr))
 	}
 	return err
 }

@@ -166,7 +166,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request, req jobboard.Ide
 		// Cannot be told; refusing is safe (nothing runs twice), and the
 		// client makes a new key for a new request.
 		loggerFrom(r.Context(), s.log).WarnContext(r.Context(), "Idempotency-Key retry refused: its answer was stored under a retired key",
-			slog.Any("err", err))
+			slog.Any("error", err))
 		return false, errKeyReused
 	case err != nil:
 		return false, err

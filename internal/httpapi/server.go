@@ -279,13 +279,13 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	log := loggerFrom(ctx, s.log)
 	switch {
 	case unexpected && ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		log.WarnContext(ctx, "request cancelled by the client", slog.Any("err", err))
+		log.WarnContext(ctx, "request cancelled by the client", slog.Any("error", err))
 	case unexpected:
-		log.ErrorContext(ctx, "request failed", slog.Any("err", err))
+		log.ErrorContext(ctx, "request failed", slog.Any("error", err))
 	case errors.Is(err, jobboard.ErrTimeout):
-		log.WarnContext(ctx, "statement timeout", slog.Any("err", err))
+		log.WarnContext(ctx, "statement timeout", slog.Any("error", err))
 	case errors.Is(err, context.DeadlineExceeded):
-		log.WarnContext(ctx, "request deadline reached", slog.Any("err", err))
+		log.WarnContext(ctx, "request deadline reached", slog.Any("error", err))
 	}
 	s.writeProblem(w, r, p, err)
 }
@@ -311,7 +311,7 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem,
 		w.Header().Set("WWW-Authenticate", challenge)
 	}
 	if err := writeBody(w, p.Status, mediaProblem, p); err != nil {
-		loggerFrom(ctx, s.log).ErrorContext(ctx, "write problem", slog.Any("err", err))
+		loggerFrom(ctx, s.log).ErrorContext(ctx, "write problem", slog.Any("error", err))
 	}
 }
 
@@ -353,7 +353,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	if err := s.pinger.Ping(ctx); err != nil {
-		loggerFrom(r.Context(), s.log).WarnContext(r.Context(), "readiness: database ping failed", slog.Any("err", err))
+		loggerFrom(r.Context(), s.log).WarnContext(r.Context(), "readiness: database ping failed", slog.Any("error", err))
 		return errDatabaseDown
 	}
 	return writeJSON(w, http.StatusOK, health{Status: "ok"})

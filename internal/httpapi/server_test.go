@@ -145,7 +145,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	down := newAPIOn(t, a.db, func(c *httpapi.Config) { c.Pinger = closed })
 	wantProblem(t, down.do("GET", "/readyz", nil), http.StatusServiceUnavailable, "unavailable")
 	want(t, down.do("GET", "/healthz", nil), http.StatusOK)
-	if lines := logLines(t, down.logs); !slices.ContainsFunc(lines, func(l map[string]any) bool { return l["level"] == "WARN" && l["err"] != nil }) {
+	if lines := logLines(t, down.logs); !slices.ContainsFunc(lines, func(l map[string]any) bool { return l["level"] == "WARN" && l["error"] != nil }) {
 		t.Fatalf("failed ping not logged: %v", lines)
 	}
 

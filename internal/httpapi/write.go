@@ -78,7 +78,7 @@ func (s *server) relay(r *http.Request, events []jobboard.Event) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), relayTimeout)
 		if err := s.relayer.Relay(ctx, ev); err != nil {
 			loggerFrom(r.Context(), s.log).WarnContext(ctx, "relay event; the sweeper will publish it",
-				slog.String("event_id", ev.EventID), slog.String("type", ev.Type), slog.Int64("application_id", ev.ApplicationID), slog.Any("err", err))
+				slog.String("event_id", ev.EventID), slog.String("type", ev.Type), slog.Int64("application_id", ev.ApplicationID), slog.Any("error", err))
 		}
 		cancel()
 	}
