@@ -139,15 +139,8 @@ func TestIdempotencyKeyReusedWithAnotherRequest(t *testing.T) {
 // after its write and before its commit, until released: a first request
 // still running.
 type heldCompanies struct {
-	jobboard.WriteStore
 	holding       atomic.Bool
 	held, release chan struct{}
-}
-
-func (h *heldCompanies) Write(ctx context.Context, key *jobboard.IdempotentRequest, fn func(jobboard.Writes) (*jobboard.StoredResponse, error)) ([]jobboard.Event, error) {
-	return h.WriteStore.Write(ctx, key, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
-		return fn(heldWrites{st, h})
-	})
 }
 
 type heldWrites struct {
@@ -170,7 +163,7 @@ func (w heldWrites) CreateCompany(ctx context.Context, a jobboard.Actor, nc jobb
 func TestIdempotencyRetryWhileFirstRuns(t *testing.T) {
 	t.Parallel()
 	hold := &heldCompanies{held: make(chan struct{}), release: make(chan struct{})}
-	a := newAPI(t, func(c *httpapi.Config) { hold.WriteStore = c.Writes; c.Writes = hold })
+	a := newAPI(t, wrapWrites(func(st jobboard.Writes) jobboard.Writes { return heldWrites{st, hold} }))
 	employer := a.register(jobboard.RoleEmployer)
 	key := newKey()
 	body := map[string]any{"name": "Slow Inc"}

@@ -50,29 +50,33 @@ func (c *committedRelay) count() int {
 	return len(c.relayed)
 }
 
-// failAfterChange is the store with a failure injected after a status
-// change succeeded, while fail is set: the handler gets an error with the
-// change written (committed already without a key, in the keyed write's
-// transaction with one).
-type failAfterChange struct {
+// wrappedStore hands each unit's Writes through wrap first.
+type wrappedStore struct {
 	jobboard.WriteStore
-	fail atomic.Bool
+	wrap func(jobboard.Writes) jobboard.Writes
 }
 
-func (f *failAfterChange) Write(ctx context.Context, key *jobboard.IdempotentRequest, fn func(jobboard.Writes) (*jobboard.StoredResponse, error)) ([]jobboard.Event, error) {
-	return f.WriteStore.Write(ctx, key, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
-		return fn(failingChange{st, f})
-	})
+func (s wrappedStore) Write(ctx context.Context, key *jobboard.IdempotentRequest, fn func(jobboard.Writes) (*jobboard.StoredResponse, error)) ([]jobboard.Event, error) {
+	return s.WriteStore.Write(ctx, key, func(st jobboard.Writes) (*jobboard.StoredResponse, error) { return fn(s.wrap(st)) })
 }
 
+// wrapWrites makes the server's store hand each unit's Writes through wrap
+// first: how a test injects a failure or a pause into a write.
+func wrapWrites(wrap func(jobboard.Writes) jobboard.Writes) func(*httpapi.Config) {
+	return func(c *httpapi.Config) { c.Writes = wrappedStore{c.Writes, wrap} }
+}
+
+// failingChange fails a status change after it succeeded, while fail is
+// set: the handler gets an error with the change written (committed
+// already without a key, in the keyed write's transaction with one).
 type failingChange struct {
 	jobboard.Writes
-	f *failAfterChange
+	fail *atomic.Bool
 }
 
 func (w failingChange) ChangeStatus(ctx context.Context, a jobboard.Actor, id int64, c jobboard.StatusChange) (jobboard.Application, error) {
 	app, err := w.Writes.ChangeStatus(ctx, a, id, c)
-	if err == nil && w.f.fail.Load() {
+	if err == nil && w.fail.Load() {
 		return app, errors.New("injected failure after the change")
 	}
 	return app, err
@@ -85,11 +89,9 @@ func (w failingChange) ChangeStatus(ctx context.Context, a jobboard.Actor, id in
 func TestWriteRelaysWhatCommittedOnce(t *testing.T) {
 	t.Parallel()
 	relay := &committedRelay{}
-	inject := &failAfterChange{}
-	a := newAPI(t, withWebhooks(testSealer(t)), func(c *httpapi.Config) {
-		c.Relay = relay
-		inject.WriteStore, c.Writes = c.Writes, inject
-	})
+	var fail atomic.Bool
+	a := newAPI(t, withWebhooks(testSealer(t)), func(c *httpapi.Config) { c.Relay = relay },
+		wrapWrites(func(st jobboard.Writes) jobboard.Writes { return failingChange{st, &fail} }))
 	relay.pool = a.db.Pool
 	w := a.world()
 	// An endpoint that wants status changes: each change writes a status
@@ -111,7 +113,7 @@ func TestWriteRelaysWhatCommittedOnce(t *testing.T) {
 
 	// Keyed, rolled back: nothing written, nothing relayed.
 	before := relay.count()
-	inject.fail.Store(true)
+	fail.Store(true)
 	wantProblem(t, a.do("PATCH", path, map[string]any{"status": "reviewing"}, as(w.employer), withKey(newKey())),
 		http.StatusInternalServerError, "internal")
 	if n, relayed := a.statusEvents(), relay.count()-before; n != 0 || relayed != 0 {
@@ -120,7 +122,7 @@ func TestWriteRelaysWhatCommittedOnce(t *testing.T) {
 
 	// Keyed, committed: each event once, after the commit; the replay
 	// relays nothing.
-	inject.fail.Store(false)
+	fail.Store(false)
 	key := newKey()
 	first := a.do("PATCH", path, map[string]any{"status": "reviewing"}, as(w.employer), withKey(key))
 	want(t, first, http.StatusOK)
@@ -133,7 +135,7 @@ func TestWriteRelaysWhatCommittedOnce(t *testing.T) {
 
 	// Without a key, a failure after the change committed: the change's
 	// events are relayed all the same, once each.
-	inject.fail.Store(true)
+	fail.Store(true)
 	wantProblem(t, a.do("PATCH", path, map[string]any{"status": "interview"}, as(w.employer)),
 		http.StatusInternalServerError, "internal")
 	wantRelayed(before, "unkeyed write failing after its change")

@@ -111,43 +111,30 @@ func shippedFiles(t *testing.T) map[string][]*ast.File {
 // where x is named err or ends in err or Err.
 func errorAttrKeys(f *ast.File) []string {
 	var keys []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		call, ok := n.(*ast.CallExpr)
-		if !ok || len(call.Args) != 2 {
-			return true
+	eachCall(f, "log/slog", func(name string, args []ast.Expr) {
+		if len(args) != 2 || (name != "Any" && name != "String") {
+			return
 		}
-		fn, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok {
-			return true
-		}
-		if pkg, ok := fn.X.(*ast.Ident); !ok || pkg.Name != "slog" {
-			return true
-		}
-		key, ok := call.Args[0].(*ast.BasicLit)
+		key, ok := args[0].(*ast.BasicLit)
 		if !ok || key.Kind != token.STRING {
-			return true
+			return
 		}
-		value := call.Args[1]
-		switch fn.Sel.Name {
-		case "Any":
-		case "String": // x.Error()
+		value := args[1]
+		if name == "String" { // x.Error()
 			c, ok := value.(*ast.CallExpr)
 			if !ok || len(c.Args) != 0 {
-				return true
+				return
 			}
 			m, ok := c.Fun.(*ast.SelectorExpr)
 			if !ok || m.Sel.Name != "Error" {
-				return true
+				return
 			}
 			value = m.X
-		default:
-			return true
 		}
 		if v, ok := value.(*ast.Ident); ok && (strings.HasSuffix(v.Name, "err") || strings.HasSuffix(v.Name, "Err")) {
 			k, _ := strconv.Unquote(key.Value)
 			keys = append(keys, k)
 		}
-		return true
 	})
 	return keys
 }
@@ -155,32 +142,38 @@ func errorAttrKeys(f *ast.File) []string {
 // withValueKeys returns the key expressions of f's calls of
 // context.WithValue, as written.
 func withValueKeys(f *ast.File) []string {
-	pkgName := ""
+	var keys []string
+	eachCall(f, "context", func(name string, args []ast.Expr) {
+		if name == "WithValue" && len(args) == 3 {
+			keys = append(keys, types.ExprString(args[1]))
+		}
+	})
+	return keys
+}
+
+// eachCall calls fn with the name and the arguments of every call in f of
+// a function of the package with the import path path.
+func eachCall(f *ast.File, path string, fn func(name string, args []ast.Expr)) {
+	pkg := ""
 	for _, imp := range f.Imports {
-		if path, _ := strconv.Unquote(imp.Path.Value); path == "context" {
-			pkgName = "context"
+		if p, _ := strconv.Unquote(imp.Path.Value); p == path {
+			pkg = filepath.Base(path)
 			if imp.Name != nil {
-				pkgName = imp.Name.Name
+				pkg = imp.Name.Name
 			}
 		}
 	}
-	if pkgName == "" {
-		return nil
+	if pkg == "" {
+		return
 	}
-	var keys []string
 	ast.Inspect(f, func(n ast.Node) bool {
-		call, ok := n.(*ast.CallExpr)
-		if !ok || len(call.Args) != 3 {
-			return true
-		}
-		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok || sel.Sel.Name != "WithValue" {
-			return true
-		}
-		if x, ok := sel.X.(*ast.Ident); ok && x.Name == pkgName {
-			keys = append(keys, types.ExprString(call.Args[1]))
+		if call, ok := n.(*ast.CallExpr); ok {
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == pkg {
+					fn(sel.Sel.Name, call.Args)
+				}
+			}
 		}
 		return true
 	})
-	return keys
 }
