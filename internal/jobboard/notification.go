@@ -20,6 +20,12 @@ var (
 	// ErrMailRejected: the mail service refused this email for good (its
 	// content or its recipient). Retrying cannot help.
 	ErrMailRejected = errors.New("mail service rejected the email permanently")
+	// ErrMailRefused: the mail service refused the sender's authorisation
+	// (access denied: the sending role may not send as this sender, with
+	// this configuration, or in a sandboxed account to this recipient).
+	// Someone must change the permissions: release the claim, stop the
+	// batch, retry with the longest backoff, alarm.
+	ErrMailRefused = errors.New("mail service refused the sender's authorisation")
 	// ErrMailAmbiguous: the request may have reached the mail service, but
 	// its answer was lost (connection reset, timeout), so whether the email
 	// left is unknown. A retry may send it a second time.
@@ -40,8 +46,9 @@ type StatusEmail struct {
 
 // Mailer sends the worker's emails. Each method sends one email, once (no
 // retries of its own), and returns the provider's message id. Errors wrap
-// ErrMailThrottled, ErrMailPaused, ErrMailRejected or ErrMailAmbiguous
-// where those apply; any other error means the email was not sent.
+// ErrMailThrottled, ErrMailPaused, ErrMailRejected, ErrMailRefused or
+// ErrMailAmbiguous where those apply; any other error means the email was
+// not sent.
 type Mailer interface {
 	// SendStatusEmail sends a status email.
 	SendStatusEmail(ctx context.Context, e StatusEmail) (messageID string, err error)
