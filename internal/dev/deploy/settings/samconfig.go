@@ -77,15 +77,14 @@ func shellSplit(s string) ([]string, error) {
 	var word strings.Builder
 	inWord := false
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		switch c := s[i]; c {
+		case ' ', '\t', '\n', '\r':
 			if inWord {
 				words = append(words, word.String())
 				word.Reset()
 				inWord = false
 			}
-		case c == '\'':
+		case '\'':
 			end := strings.IndexByte(s[i+1:], '\'')
 			if end < 0 {
 				return nil, fmt.Errorf("no closing quotation in %q", s)
@@ -93,7 +92,7 @@ func shellSplit(s string) ([]string, error) {
 			word.WriteString(s[i+1 : i+1+end])
 			i += end + 1
 			inWord = true
-		case c == '"':
+		case '"':
 			i++
 			for ; i < len(s) && s[i] != '"'; i++ {
 				if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("\"\\$`", s[i+1]) >= 0 {
@@ -105,7 +104,7 @@ func shellSplit(s string) ([]string, error) {
 				return nil, fmt.Errorf("no closing quotation in %q", s)
 			}
 			inWord = true
-		case c == '\\':
+		case '\\':
 			if i+1 >= len(s) {
 				return nil, fmt.Errorf("no escaped character at the end of %q", s)
 			}

@@ -28,8 +28,10 @@
 // the deploys can use: the template's defaults and every environment of
 // samconfig.toml (its parameter_overrides, read as SAM CLI reads them).
 // References to resources stay symbolic (a queue's URL, a proxy's
-// endpoint): their values are CloudFormation's, and they change only with
-// the parameters and template text the digest already covers.
+// endpoint): their values are CloudFormation's, and change only when the
+// resource is replaced. The proxy, the one such resource a parameter can
+// replace, is replaced only by a change of its subnets, which are among
+// every database function's settings (VpcConfig).
 //
 // The digest sees parameters only as samconfig.toml holds them at build
 // time: a value given on the command line (--parameter-overrides, which
@@ -50,7 +52,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/awslabs/goformation/v7/intrinsics"
+	"gopkg.in/yaml.v3"
 )
 
 // Template is the part of template.yaml the settings come from, its
@@ -79,8 +81,16 @@ func (p Parameter) IsList() bool {
 }
 
 // ParseTemplate reads template.yaml.
-func ParseTemplate(yaml []byte) (*Template, error) {
-	js, err := intrinsics.ProcessYAML(yaml, &intrinsics.ProcessorOptions{NoProcess: true})
+func ParseTemplate(data []byte) (*Template, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	v, err := longForm(&doc)
+	if err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	js, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("parse template: %w", err)
 	}
@@ -89,6 +99,59 @@ func ParseTemplate(yaml []byte) (*Template, error) {
 		return nil, fmt.Errorf("parse template: %w", err)
 	}
 	return &t, nil
+}
+
+// longForm decodes a YAML node with CloudFormation's short-form tags
+// (!Ref X, !If [...], !Condition X, !GetAtt A.B) as their long forms
+// ({"Ref": "X"}, {"Fn::If": [...]}, {"Condition": "X"}, {"Fn::GetAtt":
+// "A.B"}).
+func longForm(n *yaml.Node) (any, error) {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		return longForm(n.Content[0])
+	}
+	if n.Kind == yaml.AliasNode {
+		return longForm(n.Alias)
+	}
+	var v any
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			val, err := longForm(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			m[n.Content[i].Value] = val
+		}
+		v = m
+	case yaml.SequenceNode:
+		list := []any{}
+		for _, c := range n.Content {
+			val, err := longForm(c)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, val)
+		}
+		v = list
+	default:
+		if !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!") {
+			var scalar any
+			if err := n.Decode(&scalar); err != nil {
+				return nil, err
+			}
+			return scalar, nil
+		}
+		v = n.Value
+	}
+	if !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!") {
+		return v, nil
+	}
+	name := strings.TrimPrefix(n.Tag, "!")
+	if name != "Ref" && name != "Condition" {
+		name = "Fn::" + name
+	}
+	return map[string]any{name: v}, nil
 }
 
 // Functions lists the template's AWS::Serverless::Function logical ids,
