@@ -68,7 +68,7 @@ LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -bui
 # parameter set of template.yaml and samconfig.toml: a deploy that changes
 # a function's settings changes its artifact, and so publishes a new
 # version of that function alone (see internal/dev/deploy/settings).
-SETTINGS_DIGEST = $(GO) run ./internal/dev/deploy/cmd/settingsdigest -o $(ARTIFACTS_DIR)/settings.sha256 -function
+SETTINGS_DIGEST = $(GO) run ./internal/dev/cmd/settingsdigest -o $(ARTIFACTS_DIR)/settings.sha256 -function
 
 .PHONY: dev test lint pytools bench coldstart fuzz migrate build localaws rie invoke poison chaos vuln vuln-pinned
 .PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction build-WebhookFunction build-FeedbackFunction build-MigrateFunction build-PreTrafficHookFunction

@@ -1,8 +1,8 @@
 // Package settings computes what makes a deploy publish a new version of a
 // function when, and only when, that function's effective configuration
 // changes: a digest of the function's settings, which `sam build` writes
-// beside each bootstrap (settings.sha256, by cmd/settingsdigest from the
-// Makefile's build-<LogicalId> targets).
+// beside each bootstrap (settings.sha256, by internal/dev/cmd/settingsdigest
+// from the Makefile's build-<LogicalId> targets).
 //
 // Why the build, and not the template: SAM names each AWS::Lambda::Version
 // after a hash of the function's code location, its Environment and

@@ -3,7 +3,7 @@
 // a deploy that changes them publishes a new version of that function. The
 // Makefile's build-<LogicalId> targets, which `sam build` runs, call it:
 //
-//	go run ./internal/dev/deploy/cmd/settingsdigest -function ApiFunction -o $(ARTIFACTS_DIR)/settings.sha256
+//	go run ./internal/dev/cmd/settingsdigest -function ApiFunction -o $(ARTIFACTS_DIR)/settings.sha256
 //
 // It reads template.yaml and samconfig.toml from the current folder (the
 // project's, or SAM's copy of it), or from -template and -samconfig.
