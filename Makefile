@@ -55,9 +55,20 @@ VULNDB_VERSION      := v0.0.0-20261105234957-e22db6528018
 VULNDB              := $(TOOLS_DIR)/vulndb-$(VULNDB_VERSION)
 
 # Lambda builds: provided.al2023 on arm64, one static bootstrap per function.
+# The same code gives the same bytes wherever it is built: no paths
+# (-trimpath), no version-control stamp (-buildvcs=false: a commit that
+# changes only a document would otherwise change every binary, and so
+# publish a new version of every function), no symbol table. `sam deploy`
+# names the uploaded artifact after its contents, and SAM names a
+# function's version after that name.
 ARTIFACTS_DIR ?= build
 LAMBDA_GOFLAGS := GOTOOLCHAIN=$(GO_TOOLCHAIN) CGO_ENABLED=0 GOOS=linux GOARCH=arm64
-LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
+LAMBDA_BUILD   = $(LAMBDA_GOFLAGS) $(GO) build -tags lambda.norpc -trimpath -buildvcs=false -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
+# Beside each bootstrap, the digest of the function's settings in every
+# parameter set of template.yaml and samconfig.toml: a deploy that changes
+# a function's settings changes its artifact, and so publishes a new
+# version of that function alone (see internal/dev/deploy/settings).
+SETTINGS_DIGEST = $(GO) run ./internal/dev/cmd/settingsdigest -o $(ARTIFACTS_DIR)/settings.sha256 -function
 
 .PHONY: dev test lint pytools bench coldstart fuzz migrate build localaws rie invoke poison chaos vuln vuln-pinned
 .PHONY: build-ApiFunction build-WorkerFunction build-SweeperFunction build-WebhookFunction build-FeedbackFunction build-MigrateFunction build-PreTrafficHookFunction
@@ -240,25 +251,32 @@ COPY_CA_BUNDLE = $(if $(wildcard $(RDS_CA_BUNDLE)),cp $(RDS_CA_BUNDLE) $(ARTIFAC
 
 # build-<LogicalId>: what `sam build` calls (BuildMethod: makefile), in the
 # project folder (build_in_source in samconfig.toml); they write only into
-# $(ARTIFACTS_DIR).
+# $(ARTIFACTS_DIR): the bootstrap, the settings' digest and the CA bundle.
 build-ApiFunction:
 	$(LAMBDA_BUILD) ./functions/api
+	$(SETTINGS_DIGEST) ApiFunction
 	$(COPY_CA_BUNDLE)
 build-WorkerFunction:
 	$(LAMBDA_BUILD) ./functions/worker
+	$(SETTINGS_DIGEST) WorkerFunction
 	$(COPY_CA_BUNDLE)
 build-SweeperFunction:
 	$(LAMBDA_BUILD) ./functions/sweeper
+	$(SETTINGS_DIGEST) SweeperFunction
 	$(COPY_CA_BUNDLE)
 build-WebhookFunction:
 	$(LAMBDA_BUILD) ./functions/webhook
+	$(SETTINGS_DIGEST) WebhookFunction
 	$(COPY_CA_BUNDLE)
 build-FeedbackFunction:
 	$(LAMBDA_BUILD) ./functions/feedback
+	$(SETTINGS_DIGEST) FeedbackFunction
 	$(COPY_CA_BUNDLE)
 build-MigrateFunction:
 	$(LAMBDA_BUILD) ./functions/migrate
+	$(SETTINGS_DIGEST) MigrateFunction
 	$(COPY_CA_BUNDLE)
 build-PreTrafficHookFunction:
 	$(LAMBDA_BUILD) ./functions/pretraffichook
+	$(SETTINGS_DIGEST) PreTrafficHookFunction
 	$(COPY_CA_BUNDLE)

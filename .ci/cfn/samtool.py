@@ -6,6 +6,8 @@
     samtool.py lint                cfn-lint for every parameter set
     samtool.py translate SET [--param K=V]... [--code FUNCTION=KEY]...
                                    SET's template as SAM translates it (JSON)
+    samtool.py versions FILE       the functions and versions SAM makes of each
+                                   variant FILE lists (see cmd_versions)
     samtool.py rehearse SET [--param K=V]... [--invoke FUNCTION=URL]...
                                    create SET's translated stack in moto
 
@@ -241,6 +243,34 @@ def cmd_translate(args):
             raise SystemExit(f"--code {kv!r}: want FUNCTION=KEY for a function of the template")
         code[function] = key
     json.dump({"values": values, "template": translate(values, template, code)}, sys.stdout, indent=1, sort_keys=True)
+    print()
+
+
+def cmd_versions(args):
+    """Translate many variants in one process; print each one's functions.
+
+    FILE holds a JSON list of variants, each {"set": SET, "params": {K: V},
+    "code": {FUNCTION: KEY}} as translate's arguments. For each, in order,
+    the values and the translation's Parameters, Conditions, and its
+    AWS::Lambda::Function and AWS::Lambda::Version resources: what the
+    tests of version publishing compare, without a whole template per
+    variant.
+    """
+    template = load_template()
+    with open(args.file, encoding="utf-8") as f:
+        variants = json.load(f)
+    out = []
+    for v in variants:
+        args.set, args.param = v["set"], [f"{k}={x}" for k, x in (v.get("params") or {}).items()]
+        values = chosen_values(template, args)
+        t = translate(values, json.loads(json.dumps(template)), v.get("code") or {})
+        keep = {"AWS::Lambda::Function", "AWS::Lambda::Version"}
+        out.append({"values": values, "template": {
+            "Parameters": t.get("Parameters", {}),
+            "Conditions": t.get("Conditions", {}),
+            "Resources": {k: r for k, r in t["Resources"].items() if r["Type"] in keep},
+        }})
+    json.dump(out, sys.stdout, sort_keys=True)
     print()
 
 
@@ -793,6 +823,9 @@ def main():
     p.add_argument("--raw", action="store_true", help="leave samconfig.toml's placeholders as they are")
     p.set_defaults(fn=cmd_paramsets)
     sub.add_parser("lint").set_defaults(fn=cmd_lint)
+    p = sub.add_parser("versions")
+    p.add_argument("file", help="a JSON list of variants")
+    p.set_defaults(fn=cmd_versions)
     for name, fn in [("translate", cmd_translate), ("rehearse", cmd_rehearse)]:
         p = sub.add_parser(name)
         p.add_argument("set")

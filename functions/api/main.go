@@ -143,7 +143,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.passwordHashes, err = passwordHashes(getenv); err != nil {
 		problems = append(problems, err)
 	}
-	if s.webhooks, err = loadWebhookSettings(getenv); err != nil {
+	if s.webhooks, err = loadWebhookSettings(shared, getenv); err != nil {
 		problems = append(problems, err)
 	}
 	return s, errors.Join(problems...)

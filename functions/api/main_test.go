@@ -91,6 +91,8 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"no database", []string{"api"}, map[string]string{}, "DATABASE_URL"},
 		{"no secret in Lambda", []string{"api"}, map[string]string{"DATABASE_URL": url, "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001"}, "JWT_SECRET"},
+		{"the insecure webhook switch in Lambda", []string{"api"}, map[string]string{"DATABASE_URL": url, "JWT_SECRET": strings.Repeat("k", 32),
+			"WEBHOOK_SEALING_KEY": strings.Repeat("w", 64), "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "WEBHOOK_ALLOW_INSECURE": "true"}, "WEBHOOK_ALLOW_INSECURE"},
 		{"short secret", []string{"api"}, map[string]string{"DATABASE_URL": url, "JWT_SECRET": "short"}, "at least 32"},
 		{"bad log level", []string{"api"}, map[string]string{"DATABASE_URL": url, "LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"bad statement timeout", []string{"api"}, map[string]string{"DATABASE_URL": url, "DATABASE_STATEMENT_TIMEOUT": "5"}, "DATABASE_STATEMENT_TIMEOUT"},

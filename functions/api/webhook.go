@@ -15,16 +15,16 @@ import (
 // webhookSettings are the API's webhook settings: the queue that the
 // deliveries a change dispatches are relayed to right away
 // (WEBHOOK_EVENTS_QUEUE_URL; without it they wait for the sweeper) and the
-// URL policy (WEBHOOK_ALLOW_INSECURE, local development only). The sealer
-// of signing secrets comes from loadSealer.
+// URL policy (WEBHOOK_ALLOW_INSECURE, local development only, refused
+// inside Lambda). The sealer of signing secrets comes from loadSealer.
 type webhookSettings struct {
 	queueURL string
 	urls     jobboard.WebhookURLPolicy
 }
 
 // loadWebhookSettings reads the plain settings.
-func loadWebhookSettings(getenv func(string) string) (webhookSettings, error) {
-	insecure, err := function.ParseFlag("WEBHOOK_ALLOW_INSECURE", getenv("WEBHOOK_ALLOW_INSECURE"))
+func loadWebhookSettings(shared function.Settings, getenv func(string) string) (webhookSettings, error) {
+	insecure, err := shared.LocalFlag("WEBHOOK_ALLOW_INSECURE", getenv("WEBHOOK_ALLOW_INSECURE"))
 	return webhookSettings{
 		queueURL: getenv("WEBHOOK_EVENTS_QUEUE_URL"),
 		urls:     jobboard.WebhookURLPolicy{AllowInsecure: insecure},

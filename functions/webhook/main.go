@@ -24,7 +24,7 @@
 // WEBHOOK_EVENTS_QUEUE_URL (required); WEBHOOK_SEALING_KEY, or on AWS
 // WEBHOOK_SEALING_KEY_SECRET_ARN (required: the key that opens the signing
 // secrets, the API's); WEBHOOK_ALLOW_INSECURE (local development only:
-// http, any port, loopback); WEBHOOK_CONCURRENCY (records attempted at
+// http, any port, loopback; refused inside Lambda); WEBHOOK_CONCURRENCY (records attempted at
 // once, default 10); WEBHOOK_ATTEMPT_TIMEOUT (default 10s);
 // WEBHOOK_BACKOFF_BASE and WEBHOOK_BACKOFF_MAX (defaults 20s and 12h; the
 // chaos run shortens them); LOCAL_INVOCATION_TIMEOUT (local mode only, 5s
@@ -122,7 +122,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	if s.db, err = database.LoadSettings(getenv, "WEBHOOK_DATABASE_SECRET_ARN"); err != nil {
 		problems = append(problems, err)
 	}
-	if s.allowInsecure, err = function.ParseFlag("WEBHOOK_ALLOW_INSECURE", getenv("WEBHOOK_ALLOW_INSECURE")); err != nil {
+	if s.allowInsecure, err = shared.LocalFlag("WEBHOOK_ALLOW_INSECURE", getenv("WEBHOOK_ALLOW_INSECURE")); err != nil {
 		problems = append(problems, err)
 	}
 	if v := getenv("WEBHOOK_CONCURRENCY"); v != "" {

@@ -60,6 +60,12 @@ func TestLoadSettings(t *testing.T) {
 			}
 		}
 	}
+	// The insecure switch is refused inside Lambda.
+	inLambda := maps.Clone(base)
+	maps.Copy(inLambda, map[string]string{"WEBHOOK_ALLOW_INSECURE": "true", "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001"})
+	if _, err := loadSettings(env(inLambda)); err == nil || !strings.Contains(err.Error(), "WEBHOOK_ALLOW_INSECURE") {
+		t.Errorf("WEBHOOK_ALLOW_INSECURE=true inside Lambda: %v; want it refused", err)
+	}
 	kv := maps.Clone(base)
 	maps.Copy(kv, map[string]string{"WEBHOOK_ALLOW_INSECURE": "true", "DATABASE_ROLE": "other",
 		"WEBHOOK_BACKOFF_BASE": "1s", "WEBHOOK_BACKOFF_MAX": "2s", "WEBHOOK_ATTEMPT_TIMEOUT": "3s"})

@@ -122,7 +122,9 @@ type Step struct {
 var ErrStepFailed = errors.New("a step of the deploy hook failed")
 
 // Handle migrates, smoke-tests and reports. The smoke test runs only
-// after a successful migration; a failed step stops the rest.
+// after a successful migration; a failed step stops the rest. A step that
+// panics has failed: CodeDeploy hears Failed at once, rather than waiting
+// out the hook's timeout for a report that never comes.
 //
 // For a CodeDeploy event it returns an error only when the report could
 // not be made (Lambda then retries the invocation, and every step is safe
@@ -141,7 +143,7 @@ func (h *Hook) Handle(ctx context.Context, ev Event) (Result, error) {
 	res := Result{Status: Succeeded}
 	run := func(name string, step func(context.Context) error) bool {
 		start := time.Now()
-		err := step(steps)
+		err := recovered(steps, step)
 		s := Step{Name: name}
 		if err != nil {
 			s.Error = err.Error()
@@ -179,4 +181,14 @@ func (h *Hook) Handle(ctx context.Context, ev Event) (Result, error) {
 	}
 	log.InfoContext(ctx, "deploy hook reported", slog.String("status", res.Status))
 	return res, nil
+}
+
+// recovered runs step, and turns a panic in it into its error.
+func recovered(ctx context.Context, step func(context.Context) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return step(ctx)
 }

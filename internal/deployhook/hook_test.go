@@ -240,3 +240,44 @@ func TestInvokedByHand(t *testing.T) {
 		})
 	}
 }
+
+// A step that panics (a bug in the migration's or the smoke test's code)
+// has failed: CodeDeploy hears Failed at once, and the rest is not run;
+// the invocation itself succeeds, its job done.
+func TestAPanickingStepReportsFailed(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		migrate  func(context.Context) error
+		api      deployhook.Invoker
+		wantStep string
+	}{
+		{"migration", func(context.Context) error { panic("the migration's bug") }, panicking{}, "migrate"},
+		{"smoke test", func(context.Context) error { return nil }, panicking{}, "smoke: "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := &reports{}
+			h, err := deployhook.New(deployhook.Config{Migrate: tt.migrate, API: tt.api, Reporter: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.Handle(context.Background(), deployment)
+			if err != nil {
+				t.Fatalf("Handle: %v", err)
+			}
+			last := res.Steps[len(res.Steps)-1]
+			if res.Status != deployhook.Failed || !strings.HasPrefix(last.Name, tt.wantStep) || !strings.HasPrefix(last.Error, "panic: ") {
+				t.Errorf("result %+v; want Failed, the %s step's panic as its error, the last step", res, tt.wantStep)
+			}
+			if got := r.all(); !slices.Equal(got, []string{"d-ABCDEF123 exec-1 Failed"}) {
+				t.Errorf("reported %v; want Failed once", got)
+			}
+		})
+	}
+}
+
+// panicking is an API whose invocation panics.
+type panicking struct{}
+
+func (panicking) Invoke(context.Context, []byte) ([]byte, error) { panic("the smoke test's bug") }

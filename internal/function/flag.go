@@ -18,3 +18,16 @@ func ParseFlag(name, value string) (bool, error) {
 	}
 	return b, nil
 }
+
+// LocalFlag reads a boolean setting that only local development and tests
+// may set (ParseFlag's forms): inside Lambda, true is an error naming the
+// variable, so that a function deployed with it fails its cold start
+// rather than run with a safeguard off. (On Lambda, 127.0.0.1:9001 is the
+// runtime API itself.)
+func (s Settings) LocalFlag(name, value string) (bool, error) {
+	b, err := ParseFlag(name, value)
+	if err == nil && b && s.Lambda {
+		return false, fmt.Errorf("%s = %q: for local development and tests only, refused inside Lambda (%s is set)", name, value, EnvLambdaRuntimeAPI)
+	}
+	return b, err
+}

@@ -61,3 +61,29 @@ func TestLoggerWritesJSONAtTheLevel(t *testing.T) {
 		t.Errorf("line = %v (%v); want the WARN line as JSON", line, err)
 	}
 }
+
+// A local-only switch reads as a flag outside Lambda and is refused, by
+// name, inside it when on.
+func TestLocalFlagIsRefusedInsideLambda(t *testing.T) {
+	t.Parallel()
+	local, lambda := function.Settings{}, function.Settings{Lambda: true}
+	for _, tt := range []struct {
+		s       function.Settings
+		value   string
+		want    bool
+		wantErr bool
+	}{
+		{local, "true", true, false},
+		{local, "", false, false},
+		{local, "maybe", false, true},
+		{lambda, "true", false, true},
+		{lambda, "1", false, true},
+		{lambda, "false", false, false},
+		{lambda, "", false, false},
+	} {
+		got, err := tt.s.LocalFlag("SOME_SWITCH", tt.value)
+		if got != tt.want || (err != nil) != tt.wantErr || (err != nil && !strings.Contains(err.Error(), "SOME_SWITCH")) {
+			t.Errorf("Lambda %v, %q: %v, %v; want %v, an error naming the switch: %v", tt.s.Lambda, tt.value, got, err, tt.want, tt.wantErr)
+		}
+	}
+}

@@ -206,6 +206,12 @@ var (
 	// ErrMailRejected: the mail service refused this email for good (its
 	// content or its recipient). Retrying cannot help.
 	ErrMailRejected = errors.New("mail service rejected the email permanently")
+	// ErrMailRefused: the mail service refused the sender's authorisation
+	// (access denied: the sending role may not send as this sender, with
+	// this configuration, or in a sandboxed account to this recipient).
+	// Someone must change the permissions: release the claim, stop the
+	// batch, retry with the longest backoff, alarm.
+	ErrMailRefused = errors.New("mail service refused the sender's authorisation")
 	// ErrMailAmbiguous: the request may have reached the mail service, but
 	// its answer was lost (connection reset, timeout), so whether the email
 	// left is unknown. A retry may send it a second time.

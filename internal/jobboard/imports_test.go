@@ -65,6 +65,9 @@ var allowedInternal = map[string][]string{
 	// rehearsal) and the documents' (links, figures).
 	"internal/dev/deploy": {},
 	"internal/dev/docs":   {},
+	// The digest of a function's settings that the Lambda builds write
+	// beside each bootstrap (internal/dev/cmd/settingsdigest).
+	"internal/dev/deploy/settings": {},
 	// Test support beside what it tests (named *test, as httptest is).
 	"internal/httpapi/openapitest": {"internal/httpapi", "internal/dev/localhost"},
 	"internal/postgres/pgtest":     {"internal/jobboard", "internal/postgres", "internal/postgres/schema", "internal/dev/localhost"},

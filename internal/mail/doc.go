@@ -4,6 +4,6 @@
 // part rendered from the embedded templates (templates/*.txt and *.html,
 // plain text with {{.Field}} placeholders; names are escaped in HTML), one
 // pair per new status plus a generic fallback. SES errors are
-// sorted into jobboard.ErrMailThrottled, jobboard.ErrMailRejected and
-// retryable.
+// sorted into jobboard.ErrMailThrottled, ErrMailPaused, ErrMailRejected,
+// ErrMailRefused (not authorised to send) and retryable (see classify).
 package mail

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptrace"
 	"net/mail"
 	"strings"
@@ -67,7 +68,8 @@ func checkAddress(a string) error {
 // header EventIDHeader, so that it can be traced to its event. It returns
 // the SES message id. Errors (see classify) wrap jobboard.ErrMailThrottled,
 // jobboard.ErrMailPaused, jobboard.ErrMailRejected (also for a recipient
-// that is not a bare address) or jobboard.ErrMailAmbiguous (the request was
+// that is not a bare address), jobboard.ErrMailRefused (not authorised to
+// send) or jobboard.ErrMailAmbiguous (the request was
 // sent and its answer lost: SES may have accepted the email); any other
 // error means SES did not accept it. The underlying SDK error stays
 // reachable with errors.As.
@@ -231,7 +233,13 @@ func tagValue(s string) string {
 //     configuration set that does not exist): not this email's fault, and
 //     temporary once fixed, so retry with a long backoff and alarm;
 //   - rejectCodes: this message is refused (its content, its recipient):
-//     retrying cannot help.
+//     retrying cannot help;
+//   - refusalCodes, and any 403: the caller is not authorised (IAM's
+//     AccessDeniedException: the role may not send as this identity,
+//     through this configuration set, or, in the sandbox, to this
+//     recipient; or the request's credentials are refused). The AWS-wide
+//     errors (https://docs.aws.amazon.com/ses/latest/APIReference/CommonErrors.html)
+//     rather than SendEmail's own. Someone must change the permissions.
 var (
 	throttleCodes = map[string]bool{
 		"TooManyRequestsException": true,
@@ -246,6 +254,18 @@ var (
 	rejectCodes = map[string]bool{
 		"MessageRejected":     true,
 		"BadRequestException": true,
+	}
+	refusalCodes = map[string]bool{
+		"AccessDeniedException":       true,
+		"AccessDenied":                true,
+		"NotAuthorized":               true,
+		"InvalidClientTokenId":        true,
+		"UnrecognizedClientException": true,
+		"MissingAuthenticationToken":  true,
+		"IncompleteSignature":         true,
+		"InvalidSignatureException":   true,
+		"SignatureDoesNotMatch":       true,
+		"ExpiredTokenException":       true,
 	}
 )
 
@@ -265,12 +285,17 @@ func classify(err error, requestSent bool) error {
 			return fmt.Errorf("%w: %w", jobboard.ErrMailPaused, err)
 		case rejectCodes[code]:
 			return fmt.Errorf("%w: %w", jobboard.ErrMailRejected, err)
+		case refusalCodes[code]:
+			return fmt.Errorf("%w: %w", jobboard.ErrMailRefused, err)
 		}
 	}
 	// A transport failure comes wrapped in a ResponseError too, with no
 	// status code: only a status code means SES answered.
 	var respErr *smithyhttp.ResponseError
 	answered := errors.As(err, &respErr) && respErr.HTTPStatusCode() != 0
+	if answered && respErr.HTTPStatusCode() == http.StatusForbidden {
+		return fmt.Errorf("%w: %w", jobboard.ErrMailRefused, err)
+	}
 	if requestSent && !answered {
 		return fmt.Errorf("%w: %w", jobboard.ErrMailAmbiguous, err)
 	}

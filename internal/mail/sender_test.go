@@ -197,6 +197,7 @@ func TestSendStatusEmailClassifiesSESErrors(t *testing.T) {
 		throttled = "throttled"
 		paused    = "paused"
 		rejected  = "rejected"
+		refused   = "refused"
 		retryable = "retryable"
 	)
 	tests := []struct {
@@ -213,6 +214,15 @@ func TestSendStatusEmailClassifiesSESErrors(t *testing.T) {
 		{404, "NotFoundException", paused, new(*types.NotFoundException)},
 		{400, "MessageRejected", rejected, new(*types.MessageRejected)},
 		{400, "BadRequestException", rejected, new(*types.BadRequestException)},
+		// Not authorised: IAM's refusal (in the sandbox, also for a
+		// recipient the role's policy does not cover), refused
+		// credentials, and any other 403.
+		{403, "AccessDeniedException", refused, nil},
+		{400, "AccessDeniedException", refused, nil},
+		{403, "InvalidClientTokenId", refused, nil},
+		{403, "ExpiredTokenException", refused, nil},
+		{400, "NotAuthorized", refused, nil},
+		{403, "SomethingForbidden", refused, nil},
 		{500, "InternalFailure", retryable, nil},
 		{503, "ServiceUnavailable", retryable, nil},
 		{400, "SomethingNewException", retryable, nil},
@@ -236,7 +246,7 @@ func TestSendStatusEmailClassifiesSESErrors(t *testing.T) {
 			for _, k := range []struct {
 				kind   string
 				target error
-			}{{throttled, jobboard.ErrMailThrottled}, {paused, jobboard.ErrMailPaused}, {rejected, jobboard.ErrMailRejected}} {
+			}{{throttled, jobboard.ErrMailThrottled}, {paused, jobboard.ErrMailPaused}, {rejected, jobboard.ErrMailRejected}, {refused, jobboard.ErrMailRefused}} {
 				if got, want := errors.Is(err, k.target), tt.kind == k.kind; got != want {
 					t.Errorf("errors.Is(err, %v) = %v, want %v; err = %v", k.target, got, want, err)
 				}

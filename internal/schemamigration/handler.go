@@ -5,26 +5,34 @@
 //   - CloudFormation's custom resource requests for SchemaMigration
 //     (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref.html):
 //     Create and Update migrate and answer SUCCESS, or FAILED with the
-//     error, with a PUT to the request's pre-signed ResponseURL (through
-//     aws-lambda-go's cfn package); Delete changes nothing and answers
-//     SUCCESS, so that deleting the stack, or rolling back a failed
-//     create, never waits on the database;
+//     error, with a PUT to the request's pre-signed ResponseURL; Delete
+//     changes nothing and answers SUCCESS, so that deleting the stack, or
+//     rolling back a failed create, never waits on the database. Nor does
+//     an Update to a lower MigrationLevel of the same database (the
+//     rollback of a deploy that brought migrations, or a downgrade): the
+//     database already has every migration the older level needs, and
+//     migrations are additive, so it answers SUCCESS without connecting. A
+//     rollback that fails only because the database cannot be reached would
+//     otherwise leave the stack UPDATE_ROLLBACK_FAILED;
 //   - any other event (the PreTraffic hook's, an invocation by hand):
 //     migrate, and answer with a Result or fail the invocation.
 //
 // CloudFormation waits for an answer until the resource's ServiceTimeout,
 // and a function that dies before it answers leaves it waiting that long.
 // So the migration of a request stops AnswerMargin before the invocation's
-// deadline, and the answer always goes out: FAILED, saying the migration
-// did not finish.
+// deadline, and the answer always goes out, within AnswerTimeout: FAILED,
+// saying the migration did not finish; a panic answers FAILED too.
 package schemamigration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -37,6 +45,19 @@ import (
 // DefaultAnswerMargin is the end of an invocation kept for the answer to
 // CloudFormation: a PUT of at most 4 KB to S3.
 const DefaultAnswerMargin = 10 * time.Second
+
+// DefaultAnswerTimeout bounds that PUT, within the margin: an answer that
+// cannot be made in time fails the invocation, which Lambda retries.
+const DefaultAnswerTimeout = 8 * time.Second
+
+// The properties of SchemaMigration (template.yaml) the handler reads.
+const (
+	// PropertyMigrationLevel is the number of migrations the deploy's
+	// migration function embeds.
+	PropertyMigrationLevel = "MigrationLevel"
+	// PropertyDatabase names the database (its secret).
+	PropertyDatabase = "DatabaseSecretArn"
+)
 
 // maxResponseBytes is the largest answer CloudFormation reads
 // (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-responses.html):
@@ -52,12 +73,14 @@ type Config struct {
 	Logger *slog.Logger
 	// AnswerMargin: zero means DefaultAnswerMargin.
 	AnswerMargin time.Duration
+	// Client makes the answer's PUT. Nil: a client whose Timeout is
+	// DefaultAnswerTimeout.
+	Client *http.Client
 }
 
 // Handler migrates for each invocation and answers it.
 type Handler struct {
-	c        Config
-	resource cfn.CustomResourceLambdaFunction
+	c Config
 }
 
 // New returns a Handler; it returns an error when Migrate is missing.
@@ -71,9 +94,10 @@ func New(c Config) (*Handler, error) {
 	if c.AnswerMargin == 0 {
 		c.AnswerMargin = DefaultAnswerMargin
 	}
-	h := &Handler{c: c}
-	h.resource = cfn.LambdaWrap(h.request)
-	return h, nil
+	if c.Client == nil {
+		c.Client = &http.Client{Timeout: DefaultAnswerTimeout}
+	}
+	return &Handler{c: c}, nil
 }
 
 // Result is the answer to an invocation that is not CloudFormation's: the
@@ -102,7 +126,9 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (any, error
 		if req.ResponseURL == "" || req.RequestID == "" || req.StackID == "" || req.LogicalResourceID == "" {
 			return nil, fmt.Errorf("%w: RequestType %q without ResponseURL, RequestId, StackId or LogicalResourceId", ErrMalformedRequest, req.RequestType)
 		}
-		return h.resource(ctx, req)
+		// The invocation's result is empty, as aws-lambda-go's cfn.LambdaWrap
+		// makes it: the answer went to the ResponseURL.
+		return "", h.resource(ctx, req)
 	}
 	start := time.Now()
 	r, err := h.c.Migrate(ctx)
@@ -114,11 +140,55 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (any, error
 	return Result{Migrated: true, SchemaVersion: r.To, Applied: r.To - r.From, Ahead: r.Ahead()}, nil
 }
 
-// request handles one custom resource request for cfn.LambdaWrap, which
-// turns its outcome into the answer: SUCCESS with the physical id and
-// data, or FAILED with the error as the reason.
-func (h *Handler) request(ctx context.Context, req cfn.Event) (physicalID string, data map[string]any, err error) {
-	physicalID = physicalIDOf(req)
+// resource handles one custom resource request and answers it: SUCCESS
+// with the physical id and data, or FAILED with the error as the reason,
+// also when the handling panics. It returns the answer's error.
+func (h *Handler) resource(ctx context.Context, req cfn.Event) (err error) {
+	physicalID := physicalIDOf(req)
+	defer func() {
+		if p := recover(); p != nil {
+			h.c.Logger.ErrorContext(ctx, "custom resource request panicked", slog.Any("panic", p))
+			err = h.answer(ctx, req, physicalID, nil, errors.New(fitReason(req, physicalID, fmt.Sprintf("migrate: panic: %v", p))))
+		}
+	}()
+	data, failure := h.request(ctx, req, physicalID)
+	return h.answer(ctx, req, physicalID, data, failure)
+}
+
+// answer sends CloudFormation the outcome of req: SUCCESS with data, or
+// FAILED with failure's message as the reason. It is a PUT of the JSON
+// answer, without a content type (the pre-signed URL is signed without
+// one), within the client's timeout and ctx.
+func (h *Handler) answer(ctx context.Context, req cfn.Event, physicalID string, data map[string]any, failure error) error {
+	resp := cfn.NewResponse(&req)
+	resp.PhysicalResourceID, resp.Data, resp.Status = physicalID, data, cfn.StatusSuccess
+	if failure != nil {
+		resp.Status, resp.Reason, resp.Data = cfn.StatusFailed, failure.Error(), nil
+	}
+	body, err := json.Marshal(resp)
+	if err != nil {
+		return fmt.Errorf("answer CloudFormation: %w", err)
+	}
+	put, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPut, req.ResponseURL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("answer CloudFormation: %w", err)
+	}
+	put.ContentLength = int64(len(body))
+	r, err := h.c.Client.Do(put)
+	if err != nil {
+		return fmt.Errorf("answer CloudFormation: %w", err)
+	}
+	defer r.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(r.Body, 1024))
+	if r.StatusCode != http.StatusOK {
+		return fmt.Errorf("answer CloudFormation: the response URL answered %s: %.300s", r.Status, msg)
+	}
+	return nil
+}
+
+// request handles one custom resource request; it returns the answer's
+// data, or the failure to answer.
+func (h *Handler) request(ctx context.Context, req cfn.Event, physicalID string) (data map[string]any, failure error) {
 	log := h.c.Logger.With(slog.String("request_type", string(req.RequestType)), slog.String("request_id", req.RequestID),
 		slog.String("stack_id", req.StackID), slog.String("logical_resource_id", req.LogicalResourceID))
 	switch req.RequestType {
@@ -127,10 +197,16 @@ func (h *Handler) request(ctx context.Context, req cfn.Event) (physicalID string
 		// is nothing to undo, and a Delete must succeed for the stack (or
 		// the rollback of its failed create) to finish.
 		log.InfoContext(ctx, "custom resource deleted; the schema stays as it is")
-		return physicalID, nil, nil
-	case cfn.RequestCreate, cfn.RequestUpdate:
+		return nil, nil
+	case cfn.RequestCreate:
+	case cfn.RequestUpdate:
+		if from, to, ok := downgrade(req); ok {
+			log.InfoContext(ctx, "update to a lower migration level of the same database (a rollback or a downgrade); nothing to migrate, the database not contacted",
+				slog.Int("from_level", from), slog.Int("to_level", to))
+			return nil, nil
+		}
 	default:
-		return physicalID, nil, h.failure(ctx, log, req, physicalID, fmt.Errorf("unknown request type %q", req.RequestType))
+		return nil, h.failure(ctx, log, req, physicalID, fmt.Errorf("unknown request type %q", req.RequestType))
 	}
 
 	migrate := ctx
@@ -145,10 +221,24 @@ func (h *Handler) request(ctx context.Context, req cfn.Event) (physicalID string
 		if errors.Is(migrate.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("the migration did not finish within the function's timeout (stopped after %s): %w", time.Since(start).Round(time.Second), err)
 		}
-		return physicalID, nil, h.failure(ctx, log, req, physicalID, err)
+		return nil, h.failure(ctx, log, req, physicalID, err)
 	}
 	h.logApplied(ctx, log, r, start)
-	return physicalID, map[string]any{"SchemaVersion": strconv.Itoa(int(r.To))}, nil
+	return map[string]any{"SchemaVersion": strconv.Itoa(int(r.To))}, nil
+}
+
+// downgrade reports an Update whose MigrationLevel is lower than the one
+// it replaces, for the same database, and the two levels. A request
+// without levels (an older template's) is no downgrade.
+func downgrade(req cfn.Event) (from, to int, ok bool) {
+	level := func(props map[string]any) (int, bool) {
+		n, err := strconv.Atoi(fmt.Sprint(props[PropertyMigrationLevel]))
+		return n, err == nil && n >= 0
+	}
+	to, okTo := level(req.ResourceProperties)
+	from, okFrom := level(req.OldResourceProperties)
+	same := fmt.Sprint(req.ResourceProperties[PropertyDatabase]) == fmt.Sprint(req.OldResourceProperties[PropertyDatabase])
+	return from, to, okTo && okFrom && to < from && same
 }
 
 // physicalIDOf is the resource's physical id: the one CloudFormation
@@ -166,7 +256,7 @@ func physicalIDOf(req cfn.Event) string {
 
 func (h *Handler) logApplied(ctx context.Context, log *slog.Logger, r schema.Report, start time.Time) {
 	attrs := []any{slog.Int("from", int(r.From)), slog.Int("to", int(r.To)), slog.Int("embedded", int(r.Embedded)),
-		slog.Duration("duration", time.Since(start))}
+		slog.Int("lock_timeouts", r.LockTimeouts), slog.Duration("duration", time.Since(start))}
 	if r.Ahead() {
 		log.WarnContext(ctx, "the database is ahead of this version's migrations; nothing applied", attrs...)
 		return

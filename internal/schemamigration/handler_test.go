@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -310,5 +311,93 @@ func TestNewNeedsMigrate(t *testing.T) {
 	t.Parallel()
 	if _, err := schemamigration.New(schemamigration.Config{}); err == nil {
 		t.Error("New without Migrate: no error")
+	}
+}
+
+// unreachable is a database nothing listens for: a handler that connects
+// to it fails.
+const unreachable = "postgres://127.0.0.1:1/none?connect_timeout=2"
+
+// An Update to a lower MigrationLevel of the same database (CloudFormation's
+// rollback of a deploy that brought a migration, or a downgrade) answers
+// SUCCESS without connecting: the database has every migration the lower
+// level needs. Any other Update migrates, which with the database
+// unreachable answers FAILED: the handler did try.
+func TestAnUpdateToALowerLevelNeedsNoDatabase(t *testing.T) {
+	t.Parallel()
+	const db, other = "arn:aws:secretsmanager:us-east-1:123456789012:secret:jobboard-db-AbCdEf", "arn:aws:secretsmanager:us-east-1:123456789012:secret:other-db-XyZ123"
+	for _, tt := range []struct {
+		name        string
+		old, props  map[string]any
+		wantSuccess bool
+	}{
+		{"a rollback to the previous level", map[string]any{"MigrationLevel": "11"}, map[string]any{"MigrationLevel": "10"}, true},
+		{"a downgrade by several levels", map[string]any{"MigrationLevel": "11"}, map[string]any{"MigrationLevel": "3"}, true},
+		{"a new migration", map[string]any{"MigrationLevel": "10"}, map[string]any{"MigrationLevel": "11"}, false},
+		{"the same level", map[string]any{"MigrationLevel": "10"}, map[string]any{"MigrationLevel": "10"}, false},
+		{"a lower level of another database", map[string]any{"MigrationLevel": "11", "DatabaseSecretArn": other}, map[string]any{"MigrationLevel": "10", "DatabaseSecretArn": db}, false},
+		{"no level before", map[string]any{}, map[string]any{"MigrationLevel": "10"}, false},
+		{"a level that is no number", map[string]any{"MigrationLevel": "11"}, map[string]any{"MigrationLevel": "ten"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cf := cfntest.New(t)
+			if _, err := handler(t, unreachable).Handle(context.Background(), cf.Update(t, physicalID, tt.old, tt.props)); err != nil {
+				t.Fatalf("Handle: %v", err)
+			}
+			a := cf.Only(t)
+			if tt.wantSuccess {
+				checkSuccess(t, a, physicalID, nil)
+				return
+			}
+			if a.Response.Status != cfn.StatusFailed || !strings.Contains(a.Response.Reason, "connect") {
+				t.Errorf("answer %s; want FAILED, the database unreachable", a.Body)
+			}
+		})
+	}
+}
+
+// A handler that panics still answers: FAILED, with the panic as the
+// reason, so that CloudFormation does not wait for the ServiceTimeout.
+func TestAPanicAnswersFailed(t *testing.T) {
+	t.Parallel()
+	h, err := schemamigration.New(schemamigration.Config{
+		Migrate: func(context.Context) (schema.Report, error) { panic("the migration's bug") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf := cfntest.New(t)
+	if _, err := h.Handle(context.Background(), cf.Request(t, "Create", "")); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+	if a := cf.Only(t); a.Response.Status != cfn.StatusFailed || a.Response.PhysicalResourceID != physicalID ||
+		!strings.Contains(a.Response.Reason, "panic: the migration's bug") {
+		t.Errorf("answer %s; want FAILED for %s, the panic as the reason", a.Body, physicalID)
+	}
+}
+
+// The answer's PUT is bounded in time: a ResponseURL that never answers
+// (a network that drops it) fails the invocation within the client's
+// timeout, and Lambda's retry answers again.
+func TestAnAnswerThatHangsFailsTheInvocation(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	t.Cleanup(func() { close(release); hang.Close() })
+	h, err := schemamigration.New(schemamigration.Config{
+		Migrate: func(context.Context) (schema.Report, error) { return schema.Report{To: 10, Embedded: 10}, nil },
+		Client:  &http.Client{Timeout: 200 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(cfntest.New(t).Request(t, "Create", ""), &ev); err != nil {
+		t.Fatal(err)
+	}
+	ev["ResponseURL"] = hang.URL + "/answer"
+	if _, err := h.Handle(context.Background(), []byte(mustJSON(t, ev))); err == nil || !strings.Contains(err.Error(), "Client.Timeout") {
+		t.Errorf("Handle: %v; want the answer's timeout", err)
 	}
 }

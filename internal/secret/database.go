@@ -28,8 +28,9 @@ const DefaultMinInterval = time.Second
 // {"username","password","host","port","dbname"} (port defaults to 5432,
 // dbname to "postgres", and an optional "sslmode" to "require", or to
 // "verify-full" with DATABASE_SSLROOTCERT). DATABASE_HOST replaces the
-// secret's host, DATABASE_SSLROOTCERT adds an sslrootcert. The user and
-// password are escaped.
+// secret's host, which it may then lack (an RDS-managed master secret
+// holds the user and password alone); DATABASE_SSLROOTCERT adds an
+// sslrootcert. The user and password are escaped.
 //
 // creds keeps the user and password current for new connections: it starts
 // with the values just fetched (no second call) and looks them up again

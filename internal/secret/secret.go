@@ -95,9 +95,15 @@ type urlSettings struct {
 }
 
 func (s rdsSecret) url(arn string, with urlSettings) (string, error) {
+	host := s.Host
+	if with.host != "" {
+		host = with.host
+	}
 	var missing []string
+	// An RDS-managed master secret holds the user and password alone: the
+	// host then comes from DATABASE_HOST (the proxy's endpoint).
 	for _, f := range []struct{ name, value string }{
-		{"username", s.Username}, {"password", s.Password}, {"host", s.Host},
+		{"username", s.Username}, {"password", s.Password}, {"host (or DATABASE_HOST)", host},
 	} {
 		if f.value == "" {
 			missing = append(missing, f.name)
@@ -118,10 +124,6 @@ func (s rdsSecret) url(arn string, with urlSettings) (string, error) {
 	db := s.DBName
 	if db == "" {
 		db = "postgres"
-	}
-	host := s.Host
-	if with.host != "" {
-		host = with.host
 	}
 	query := url.Values{}
 	sslmode := s.SSLMode

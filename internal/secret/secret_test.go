@@ -179,6 +179,12 @@ func TestDatabaseURLFromRDSSecret(t *testing.T) {
 			want:   "postgres://app:pw@jb.proxy-abc.us-east-1.rds.amazonaws.com:5432/jb?sslmode=require",
 		},
 		{
+			name:   "DATABASE_HOST with an RDS-managed master secret, which has no host",
+			secret: `{"username":"postgres","password":"pw"}`,
+			env:    map[string]string{secret.EnvDatabaseHost: "jb.proxy-abc.us-east-1.rds.amazonaws.com"},
+			want:   "postgres://postgres:pw@jb.proxy-abc.us-east-1.rds.amazonaws.com:5432/postgres?sslmode=require",
+		},
+		{
 			name:   "DATABASE_SSLROOTCERT: verify-full against the RDS bundle",
 			secret: `{"username":"app","password":"pw","host":"db"}`,
 			env:    map[string]string{secret.EnvDatabaseSSLRootCert: "/var/task/rds-global-bundle.pem"},

@@ -22,6 +22,7 @@ var metricsOf = map[string][]string{
 	outcomeAmbiguous:                            {"SendFailures", "AmbiguousSends"},
 	outcomeThrottled:                            {"SendFailures", "Throttled"},
 	outcomePaused:                               {"SendFailures", "SendingPaused"},
+	outcomeRefused:                              {"SendFailures", "SendRefused"},
 	outcomeMalformed:                            {"MalformedMessages"},
 	outcomeExpired:                              {"ExpiredEvents"},
 	string(jobboard.OutcomeApplicationMissing):  nil,
@@ -37,7 +38,7 @@ var metricsOf = map[string][]string{
 // a data point too: an alarm then sees "no failures", not "no data").
 var metricNames = []string{
 	"EmailsSent", "DuplicatesSkipped", "SendFailures", "MalformedMessages",
-	"SendingPaused", "Throttled", "ExpiredEvents", "AmbiguousSends", "UnverifiedRecipients",
+	"SendingPaused", "SendRefused", "Throttled", "ExpiredEvents", "AmbiguousSends", "UnverifiedRecipients",
 	"SuppressedRecipients",
 	"Superseded",
 }

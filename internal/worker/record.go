@@ -24,6 +24,7 @@ const (
 	outcomeAmbiguous  = "ambiguous_send"
 	outcomeThrottled  = "throttled"
 	outcomePaused     = "paused"
+	outcomeRefused    = "refused"
 	outcomeNotStarted = "not_started"
 	outcomeStoreError = "store_error"
 	outcomeLeaseLost  = "lease_lost"
@@ -218,6 +219,12 @@ func (h *Handler) sendFailed(ctx, dbCtx context.Context, m *marker, msg events.S
 	case errors.Is(sendErr, jobboard.ErrMailPaused):
 		r.outcome, r.retry, r.stop = outcomePaused, retryPaused, "the mail service stopped sending for the account"
 		h.logRecord(ctx, slog.LevelError, "mail service stopped sending for the account (paused, suspended or misconfigured); claim released, retried with the longest backoff",
+			msg.MessageId, ev, r.outcome, c.Token, attrs...)
+	case errors.Is(sendErr, jobboard.ErrMailRefused):
+		// Our permissions, not the email: every send would meet it until
+		// someone changes them, so as a pause.
+		r.outcome, r.retry, r.stop = outcomeRefused, retryPaused, "the mail service refused the sender's authorisation"
+		h.logRecord(ctx, slog.LevelError, "mail service refused the sender's authorisation (access denied); claim released, retried with the longest backoff",
 			msg.MessageId, ev, r.outcome, c.Token, attrs...)
 	case errors.Is(sendErr, jobboard.ErrMailAmbiguous):
 		// The one way left for this worker to cause a second email: the

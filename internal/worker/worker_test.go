@@ -722,7 +722,7 @@ func TestLogsAndMetrics(t *testing.T) {
 	}
 	emf := metrics[0]
 	want := map[string]float64{"EmailsSent": 1, "DuplicatesSkipped": 1, "MalformedMessages": 1, "SendFailures": 1,
-		"SendingPaused": 0, "Throttled": 0, "ExpiredEvents": 0, "AmbiguousSends": 0, "UnverifiedRecipients": 0,
+		"SendingPaused": 0, "SendRefused": 0, "Throttled": 0, "ExpiredEvents": 0, "AmbiguousSends": 0, "UnverifiedRecipients": 0,
 		"Superseded": 0, "Records": 4, "FailedRecords": 2, "StoreErrors": 0}
 	for k, v := range want {
 		if emf[k] != v {
@@ -747,7 +747,7 @@ func TestLogsAndMetrics(t *testing.T) {
 	}
 	sort.Strings(names)
 	if !slices.Equal(names, []string{"AmbiguousSends", "DuplicatesSkipped", "EmailsSent", "ExpiredEvents", "FailedRecords",
-		"MalformedMessages", "Records", "SendFailures", "SendingPaused", "StoreErrors", "Superseded", "SuppressedRecipients",
+		"MalformedMessages", "Records", "SendFailures", "SendRefused", "SendingPaused", "StoreErrors", "Superseded", "SuppressedRecipients",
 		"Throttled", "UnverifiedRecipients"}) {
 		t.Errorf("metric names = %v", names)
 	}

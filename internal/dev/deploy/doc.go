@@ -24,6 +24,13 @@
 //   - connections_test.go: the connection arithmetic of every parameter set
 //     against the database's share, and the API's timeouts;
 //   - loglevel_test.go: a metric line survives every allowed LogLevel;
+//   - versions_test.go: a change of each parameter where the deploys keep
+//     it (samconfig.toml) publishes a new version of exactly the functions
+//     whose configuration it changes, through the settings' digest the
+//     build writes into each artifact (package settings), and the same
+//     inputs give the same versions;
+//   - feedbacktopic_test.go: only SES, for this stack's configuration set,
+//     may publish to the feedback topic;
 //   - schemamigration_test.go: the custom resource SchemaMigration: in the
 //     translation, the API, the worker and the sweeper wait for it, and a
 //     deploy that changes only a migration updates it; in the rehearsal,
@@ -46,7 +53,10 @@
 //     the parameters the template declares (and only those);
 //   - makefile_test.go checks that every function has a build-<LogicalId>
 //     target producing a linux/arm64 bootstrap, and that `make migrate`
-//     exists;
+//     exists; reproducible_test.go builds the artifacts from two commits
+//     that differ outside the code and compares them byte for byte;
+//   - canary_test.go checks that a gradual deployment outlasts its
+//     rollback alarms;
 //   - operations_test.go checks the RDS Proxy, an alarm for every failure,
 //     gradual deploys through the PreTraffic hook, the VPC endpoints and
 //     the NAT rule, CORS, and sam build in the source folder;

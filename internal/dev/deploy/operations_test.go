@@ -174,6 +174,7 @@ func TestEveryFailureHasAnAlarm(t *testing.T) {
 		{"AWS/Lambda Invocations " + fn("SweeperFunction"), "Sum", 1.0, "LessThanThreshold"},
 		{"jobboard SendFailures Service=worker", "Sum", 0.0, "GreaterThanThreshold"},
 		{"jobboard SendingPaused Service=worker", "Sum", 0.0, "GreaterThanThreshold"},
+		{"jobboard SendRefused Service=worker", "Sum", 0.0, "GreaterThanThreshold"},
 		{"jobboard Throttled Service=worker", "Sum", 0.0, "GreaterThanThreshold"},
 		{"jobboard ExpiredEvents Service=worker", "Sum", 0.0, "GreaterThanThreshold"},
 		{"jobboard AmbiguousSends Service=worker", "Sum", 0.0, "GreaterThanThreshold"},
@@ -264,7 +265,7 @@ func TestDeploysAreGradual(t *testing.T) {
 			t.Errorf("%s: DeploymentPreference %+v; want Type %s, the PreTraffic hook and CodeDeployRole", fn, d, wantType)
 		}
 	}
-	if p := tpl.raw.Parameters["DeploymentType"]; p.Default != "Canary10Percent5Minutes" || !slices.Contains(p.AllowedValues, any("AllAtOnce")) {
+	if p := tpl.raw.Parameters["DeploymentType"]; p.Default != "Canary10Percent10Minutes" || slices.Contains(p.AllowedValues, any("Canary10Percent5Minutes")) || !slices.Contains(p.AllowedValues, any("AllAtOnce")) {
 		t.Errorf("parameter DeploymentType %+v; want a canary by default", p)
 	}
 	// Event sources declared as plain resources would invoke $LATEST.
@@ -276,7 +277,8 @@ func TestDeploysAreGradual(t *testing.T) {
 }
 
 // With SubnetIds the functions reach Secrets Manager and SQS through
-// interface endpoints; SES v2 has none, so a rule requires a NAT gateway.
+// interface endpoints, the stack's own or (VpcEndpoints=existing, a shared
+// VPC's) the VPC's; SES v2 has none, so a rule requires a NAT gateway.
 func TestVpcModeReachesEveryService(t *testing.T) {
 	t.Parallel()
 	tpl := loadTemplate(t)
@@ -291,10 +293,10 @@ func TestVpcModeReachesEveryService(t *testing.T) {
 			PrivateDnsEnabled bool     `json:"PrivateDnsEnabled"`
 		}
 		tpl.props(t, name, &e)
-		if tpl.raw.Resources[name].Condition != "UseVpc" || e.VpcEndpointType != "Interface" || e.VpcId != refPlaceholder("VpcId") ||
+		if tpl.raw.Resources[name].Condition != "CreateVpcEndpoints" || e.VpcEndpointType != "Interface" || e.VpcId != refPlaceholder("VpcId") ||
 			!slices.Equal(e.SubnetIds, []string{refPlaceholder("SubnetIds")}) || !e.PrivateDnsEnabled ||
 			!slices.Equal(e.SecurityGroupIds, []string{refPlaceholder("VpcEndpointSecurityGroup")}) {
-			t.Errorf("%s: %+v (condition %q); want an interface endpoint with private DNS in VpcId/SubnetIds under UseVpc", name, e, tpl.raw.Resources[name].Condition)
+			t.Errorf("%s: %+v (condition %q); want an interface endpoint with private DNS in VpcId/SubnetIds under CreateVpcEndpoints", name, e, tpl.raw.Resources[name].Condition)
 		}
 		endpoints[strings.TrimPrefix(e.ServiceName, "com.amazonaws.${AWS::Region}.")] = true
 	}
@@ -314,6 +316,12 @@ func TestVpcModeReachesEveryService(t *testing.T) {
 		} `json:"SecurityGroupIngress"`
 	}
 	tpl.props(t, "VpcEndpointSecurityGroup", &sg)
+	if c := tpl.raw.Resources["VpcEndpointSecurityGroup"].Condition; c != "CreateVpcEndpoints" {
+		t.Errorf("VpcEndpointSecurityGroup under %q; want CreateVpcEndpoints", c)
+	}
+	if p := tpl.raw.Parameters["VpcEndpoints"]; p.Default != "create" || fmt.Sprint(p.AllowedValues) != "[create existing]" {
+		t.Errorf("parameter VpcEndpoints %+v; want create (the default) or existing", p)
+	}
 	if len(sg.SecurityGroupIngress) != 1 || sg.SecurityGroupIngress[0].FromPort != 443 || sg.VpcId != refPlaceholder("VpcId") {
 		t.Errorf("VpcEndpointSecurityGroup %+v; want HTTPS from the functions' group", sg)
 	}
@@ -324,11 +332,25 @@ func TestVpcModeReachesEveryService(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc, _ := longForm(t, data).(map[string]any)
+	// The endpoints are made in a VPC unless it has its own.
+	for _, tt := range []struct {
+		set    string
+		params []string
+		want   bool
+	}{
+		{"defaults", nil, false},
+		{"samconfig.prod", nil, true},
+		{"samconfig.prod", []string{"VpcEndpoints=existing"}, false},
+	} {
+		if got := translation(t, tt.set, tt.params...).condition(t, "CreateVpcEndpoints"); got != tt.want {
+			t.Errorf("%s %v: CreateVpcEndpoints %v; want %v", tt.set, tt.params, got, tt.want)
+		}
+	}
 	rules, _ := doc["Rules"].(map[string]any)
 	rule, _ := rules["VpcModeNeedsItsNetwork"].(map[string]any)
 	got := compactJSON(t, mustJSON(t, rule))
 	for _, want := range []string{
-		`"RuleCondition":{"Fn::Not":[{"Fn::EachMemberEquals":[{"Ref":"SubnetIds"},""]}]}`,
+		`"RuleCondition":{"Fn::Not":[{"Fn::Equals":[{"Ref":"SubnetIds"},""]}]}`,
 		`{"Fn::Equals":[{"Ref":"SubnetsHaveNatGateway"},"true"]}`,
 		`{"Fn::Not":[{"Fn::Equals":[{"Ref":"VpcId"},""]}]}`,
 	} {
@@ -382,8 +404,8 @@ func TestSamBuildsInTheSourceFolder(t *testing.T) {
 		// RDS_CA_BUNDLE names a file that exists, as the bundle would.
 		out := makeDryRun(t, "build-"+name, "ARTIFACTS_DIR=/artifacts", "RDS_CA_BUNDLE=Makefile")
 		writes := makeWrites.FindAllStringSubmatch(out, -1)
-		if len(writes) != 2 {
-			t.Errorf("make build-%s writes %v; want the bootstrap and the CA bundle:\n%s", name, writes, out)
+		if len(writes) != 3 || writes[1][1] != "/artifacts/settings.sha256" || !strings.Contains(out, "settingsdigest -o /artifacts/settings.sha256 -function "+name+"\n") {
+			t.Errorf("make build-%s writes %v; want the bootstrap, its settings' digest and the CA bundle:\n%s", name, writes, out)
 		}
 		for _, w := range writes {
 			if !strings.HasPrefix(w[1], "/artifacts/") {

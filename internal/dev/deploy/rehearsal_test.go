@@ -2,7 +2,9 @@ package deploy
 
 import (
 	"fmt"
+	"net/mail"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -46,7 +48,13 @@ func roleOf(t *testing.T, c *cfnTemplate, function string) string {
 // wildcardResources are the only actions allowed on "*": X-Ray has no
 // resource-level permissions, and Lambda needs its network interface
 // actions on "*" (https://docs.aws.amazon.com/lambda/latest/dg/configuration-vpc.html#configuration-vpc-permissions).
+//
+// And ses:SendEmail: SES authorises a send against the recipient's
+// identity too while the account is in the sandbox, so the worker's grant
+// names none and holds the From address by condition instead
+// (TestTheWorkerSendsOnlyAsMailFromIdentity).
 var wildcardResources = map[string]bool{
+	"ses:SendEmail":         true,
 	"xray:PutTraceSegments": true, "xray:PutTelemetryRecords": true,
 	"ec2:CreateNetworkInterface": true, "ec2:DescribeNetworkInterfaces": true, "ec2:DescribeSubnets": true,
 	"ec2:DeleteNetworkInterface": true, "ec2:AssignPrivateIpAddresses": true, "ec2:UnassignPrivateIpAddresses": true,
@@ -87,6 +95,55 @@ func grantsOf(t *testing.T, role rehearsedRole) map[string][]string {
 	return out
 }
 
+// The worker may send only as MailFromIdentity, through any identity SES
+// checks (the recipient's too, in the sandbox): its grant is on "*" with
+// a ses:FromAddress condition, as the rehearsal's IAM holds it, that
+// matches MailFrom's address and no address of another domain.
+func TestTheWorkerSendsOnlyAsMailFromIdentity(t *testing.T) {
+	t.Parallel()
+	eachSet(t, func(t *testing.T, set string) {
+		r := rehearsal(t, set)
+		c := translation(t, set)
+		var sends []map[string]any
+		for _, d := range r.Roles[roleOf(t, c, "WorkerFunction")].Inline {
+			for _, st := range d.Statement {
+				if slices.Contains(stringList(st["Action"]), "ses:SendEmail") {
+					sends = append(sends, st)
+				}
+			}
+		}
+		if len(sends) != 1 {
+			t.Fatalf("statements granting ses:SendEmail: %v; want one", sends)
+		}
+		st := sends[0]
+		cond, _ := st["Condition"].(map[string]any)
+		like, _ := cond["StringLike"].(map[string]any)
+		patterns := stringList(like["ses:FromAddress"])
+		if fmt.Sprint(stringList(st["Resource"])) != "[*]" || len(cond) != 1 || len(like) != 1 || len(patterns) == 0 {
+			t.Fatalf("the worker's send grant %v; want ses:SendEmail on * on condition StringLike ses:FromAddress", st)
+		}
+		matches := func(address string) bool {
+			return slices.ContainsFunc(patterns, func(p string) bool { ok, _ := path.Match(p, address); return ok })
+		}
+		from, err := mail.ParseAddress(c.Values["MailFrom"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		identity := c.Values["MailFromIdentity"]
+		for address, want := range map[string]bool{
+			from.Address:                 true,
+			"jobs@" + identity:           !strings.Contains(identity, "@"),
+			"someone@elsewhere.example":  false,
+			"jobs@" + identity + ".evil": false,
+			"jobs@not" + identity:        false,
+		} {
+			if got := matches(address); got != want {
+				t.Errorf("the worker may send as %s: %v; want %v (patterns %v)", address, got, want, patterns)
+			}
+		}
+	})
+}
+
 // The stack's roles after the deploy: one per function, written out in the
 // template (no SAM-made role with AWS's broad managed policies), each
 // allowed exactly what its function does on its own resources; "*" only
@@ -102,10 +159,6 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 		queue := "arn:aws:sqs:us-east-1:123456789012:jobboard-status-events"
 		webhookQueue := "arn:aws:sqs:us-east-1:123456789012:jobboard-webhook-events"
 		feedbackQueue := "arn:aws:sqs:us-east-1:123456789012:jobboard-feedback"
-		configurationSet := "arn:aws:ses:us-east-1:123456789012:configuration-set/" + c.Values["MailConfigurationSet"]
-		if c.Values["MailConfigurationSet"] == "" {
-			configurationSet += "jobboard-EmailConfigurationSet"
-		}
 		secret := c.Values["DatabaseSecretArn"]
 		logs := func(fn string) string { return "log-group:jobboard-" + fn + "Logs-" }
 		want := map[string]map[string][]string{
@@ -117,7 +170,7 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 				"secretsmanager:GetSecretValue": {secret},
 				"sqs:ReceiveMessage":            {queue}, "sqs:DeleteMessage": {queue}, "sqs:GetQueueAttributes": {queue},
 				"sqs:ChangeMessageVisibility": {queue},
-				"ses:SendEmail":               {"arn:aws:ses:us-east-1:123456789012:identity/" + c.Values["MailFromIdentity"], configurationSet},
+				"ses:SendEmail":               {"*"},
 			},
 			"SweeperFunction": {
 				"secretsmanager:GetSecretValue": {secret},
@@ -327,8 +380,11 @@ func TestDeployedFunctionSettings(t *testing.T) {
 			if cert := f.Environment["DATABASE_SSLROOTCERT"]; cert != wantCert {
 				t.Errorf("%s DATABASE_SSLROOTCERT %v; want %s (verify-full)", fn, cert, wantCert)
 			}
-			if (len(f.SubnetIDs) > 0) != c.condition(t, "UseVpc") {
-				t.Errorf("%s subnets %v; VPC mode %v", fn, f.SubnetIDs, c.condition(t, "UseVpc"))
+			// The hook never connects to the database: it runs outside
+			// the VPC, its calls to Lambda and CodeDeploy needing nothing
+			// of it.
+			if inVpc := c.condition(t, "UseVpc") && fn != "PreTrafficHookFunction"; (len(f.SubnetIDs) > 0) != inVpc {
+				t.Errorf("%s subnets %v; want them: %v", fn, f.SubnetIDs, inVpc)
 			}
 		}
 		hook := r.Functions["PreTrafficHookFunction"].Environment

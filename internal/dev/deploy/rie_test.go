@@ -212,10 +212,29 @@ func listensAt(pid int, addr string) (mine, known bool) {
 	return false, true
 }
 
-// invoke sends payload to the function and returns its result. Until the
-// emulator listens, connection errors are retried (polling, bounded by a
-// deadline); a function error ({"errorMessage": ...}) fails t.
+// invoke sends payload to the function and returns its result; a function
+// error ({"errorMessage": ...}) fails t.
 func (e *emulator) invoke(payload []byte) []byte {
+	e.t.Helper()
+	status, body := e.call(payload)
+	if status != http.StatusOK {
+		e.t.Fatalf("%s: invoke: status %d: %s", e.name, status, body)
+	}
+	var fnErr struct {
+		ErrorMessage string `json:"errorMessage"`
+		ErrorType    string `json:"errorType"`
+	}
+	if json.Unmarshal(body, &fnErr) == nil && fnErr.ErrorMessage != "" {
+		e.t.Fatalf("%s: function error %s: %s", e.name, fnErr.ErrorType, fnErr.ErrorMessage)
+	}
+	return body
+}
+
+// call sends payload to the function and returns the emulator's answer,
+// a function error included (502 when the function failed to start).
+// Until the emulator listens, connection errors are retried (polling,
+// bounded by a deadline).
+func (e *emulator) call(payload []byte) (status int, body []byte) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -231,17 +250,10 @@ func (e *emulator) invoke(payload []byte) []byte {
 		if err == nil {
 			body, readErr := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if readErr != nil || resp.StatusCode != http.StatusOK {
+			if readErr != nil {
 				e.t.Fatalf("%s: invoke: status %d, %v: %s", e.name, resp.StatusCode, readErr, body)
 			}
-			var fnErr struct {
-				ErrorMessage string `json:"errorMessage"`
-				ErrorType    string `json:"errorType"`
-			}
-			if json.Unmarshal(body, &fnErr) == nil && fnErr.ErrorMessage != "" {
-				e.t.Fatalf("%s: function error %s: %s", e.name, fnErr.ErrorType, fnErr.ErrorMessage)
-			}
-			return body
+			return resp.StatusCode, body
 		}
 		var opErr *net.OpError
 		if !errors.As(err, &opErr) || opErr.Op != "dial" {

@@ -62,6 +62,20 @@ func testSchemaMigration(t *testing.T, rie string, bins map[string]string) {
 		}
 	})
 
+	// CloudFormation's rollback of a deploy that brought a migration: the
+	// database cannot be reached (what may have failed the deploy), and
+	// the rollback still completes.
+	t.Run("an update to a lower level needs no database", func(t *testing.T) {
+		t.Parallel()
+		cf := cfntest.New(t)
+		level := fmt.Sprint(embedded)
+		startMigrate(t, "postgres://127.0.0.1:1/none?connect_timeout=2").invoke(cf.Update(t, schemaMigrationID,
+			map[string]any{"MigrationLevel": fmt.Sprint(embedded + 1)}, map[string]any{"MigrationLevel": level}))
+		if a := cf.Only(t); a.Response.Status != "SUCCESS" || a.Response.PhysicalResourceID != schemaMigrationID {
+			t.Errorf("answer %s; want SUCCESS for %s without the database", a.Body, schemaMigrationID)
+		}
+	})
+
 	t.Run("a failing migration answers failed", func(t *testing.T) {
 		t.Parallel()
 		db := pgtest.NewEmptyURL(t)
@@ -178,13 +192,19 @@ func migrationOrderProblems(t *testing.T, c *cfnTemplate) []string {
 	}
 
 	// It answers within the ServiceTimeout, and Lambda's retry of an
-	// invocation that did not answer comes within it too.
+	// invocation that did not answer starts early enough to end within
+	// it too: no retry migrates after CloudFormation stopped listening.
 	timeout := c.resource(t, "MigrateFunction").Properties["Timeout"].(float64)
 	service, _ := props["ServiceTimeout"].(float64)
 	invoke := c.eval(t, c.resource(t, "MigrateFunctionEventInvokeConfig").Properties).(map[string]any)
-	if service > 3600 || service < timeout+60 || invoke["MaximumEventAgeInSeconds"] != service || invoke["Qualifier"] != "live" {
-		bad("ServiceTimeout %v, the function's Timeout %v, its async invocations %v; want Timeout + a minute ≤ ServiceTimeout ≤ 3600, events of the alias no older than ServiceTimeout",
+	age, _ := invoke["MaximumEventAgeInSeconds"].(float64)
+	if service > 3600 || age < 60 || age+timeout > service || invoke["Qualifier"] != "live" {
+		bad("ServiceTimeout %v, the function's Timeout %v, its async invocations %v; want a retry a minute after a failure, and every retry's start (event age) plus the Timeout within ServiceTimeout ≤ 3600",
 			props["ServiceTimeout"], timeout, invoke)
+	}
+	// The level a rollback is recognised by is the migrations' count.
+	if level := fmt.Sprint(props["MigrationLevel"]); level != fmt.Sprint(pgtest.EmbeddedMigrations(t)) {
+		bad("SchemaMigration's MigrationLevel is %s; this release embeds %d migrations", level, pgtest.EmbeddedMigrations(t))
 	}
 	return problems
 }

@@ -176,19 +176,37 @@ func parseTemplate(t testing.TB, data []byte) *samTemplate {
 			}
 			return getAttPlaceholder(parts[0], parts[1])
 		},
+		// The template string, its own variables (a map's) put in.
 		"Fn::Sub": func(_ string, input, _ any) any {
-			s, ok := input.(string)
-			if !ok {
-				t.Errorf("Fn::Sub with a variable map is not supported by these tests: %v", input)
-				return nil
+			if s, ok := input.(string); ok {
+				return s
 			}
-			return s
+			list, _ := input.([]any)
+			if len(list) == 2 {
+				s, ok := list[0].(string)
+				vars, isMap := list[1].(map[string]any)
+				if ok && isMap {
+					for name, v := range vars {
+						s = strings.ReplaceAll(s, "${"+name+"}", fmt.Sprint(v))
+					}
+					return s
+				}
+			}
+			t.Errorf("malformed Fn::Sub %v", input)
+			return nil
 		},
 	}
 
 	// For goformation's typed structs, Fn::If takes its "true" branch
 	// (a VpcConfig struct cannot hold an intrinsic).
 	typedOverrides := map[string]intrinsics.IntrinsicHandler{
+		// A property that is !Ref AWS::NoValue is absent.
+		"Ref": func(name string, input, doc any) any {
+			if input == "AWS::NoValue" {
+				return nil
+			}
+			return overrides["Ref"](name, input, doc)
+		},
 		"Fn::If": func(_ string, input, _ any) any {
 			if arr, ok := input.([]any); ok && len(arr) == 3 {
 				return arr[1]
@@ -198,7 +216,9 @@ func parseTemplate(t testing.TB, data []byte) *samTemplate {
 		},
 	}
 	for k, v := range overrides {
-		typedOverrides[k] = v
+		if _, ok := typedOverrides[k]; !ok {
+			typedOverrides[k] = v
+		}
 	}
 	typedJSON, err := processYAML(data, &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: typedOverrides})
 	if err != nil {
@@ -238,7 +258,7 @@ func processYAML(data []byte, opts *intrinsics.ProcessorOptions) ([]byte, error)
 // goformationLacks are the function properties that goformation v7 does
 // not know, or types as a number where the template has a !Ref: it rejects
 // them, so they are read from the raw view.
-var goformationLacks = []string{"LoggingConfig", "ReservedConcurrentExecutions"}
+var goformationLacks = []string{"LoggingConfig", "ReservedConcurrentExecutions", "AutoPublishAliasAllProperties"}
 
 // forGoformation keeps the part of the processed template that goformation
 // reads (parameters, Globals.Function and the functions) and drops what it
@@ -718,9 +738,24 @@ func TestVpcIsOptional(t *testing.T) {
 	if got := compactJSON(t, g.VpcConfig); got != want {
 		t.Errorf("Globals VpcConfig = %s; want %s", got, want)
 	}
-	for _, p := range []string{"SubnetIds", "SecurityGroupIds"} {
-		if tpl.raw.Parameters[p].Type != "CommaDelimitedList" || tpl.raw.Parameters[p].Default != "" {
-			t.Errorf("parameter %s: %+v; want an optional CommaDelimitedList", p, tpl.raw.Parameters[p])
+	if p := tpl.raw.Parameters["SecurityGroupIds"]; p.Type != "CommaDelimitedList" || p.Default != "" {
+		t.Errorf("parameter SecurityGroupIds: %+v; want an optional CommaDelimitedList", p)
+	}
+	// Subnets: none, or two or three (RDS Proxy needs two Availability
+	// Zones), counted by the parameter's pattern, which CloudFormation
+	// checks before it creates anything (a rule cannot count).
+	subnets := tpl.raw.Parameters["SubnetIds"]
+	if subnets.Type != "String" || subnets.Default != "" {
+		t.Errorf("parameter SubnetIds: %+v; want an optional comma-separated String", subnets)
+	}
+	pattern := regexp.MustCompile(subnets.AllowedPattern)
+	const a, b, c, d = "subnet-0123456789abcdef0", "subnet-0fedcba9876543210", "subnet-01234567", "subnet-89abcdef"
+	for value, want := range map[string]bool{
+		"": true, a: false, a + "," + b: true, a + "," + b + "," + c: true, a + "," + b + "," + c + "," + d: false,
+		a + ",": false, a + "," + b + ",": false, "REPLACE_ME,REPLACE_ME": false, a + " ," + b: false,
+	} {
+		if got := pattern.MatchString(value); got != want {
+			t.Errorf("SubnetIds %q allowed: %v; want %v", value, got, want)
 		}
 	}
 	if _, ok := tpl.raw.Conditions["UseVpc"]; !ok {

@@ -2,11 +2,14 @@ package schema_test
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
@@ -94,5 +97,88 @@ func TestApplyLeavesADatabaseThatIsAhead(t *testing.T) {
 	}
 	if version := pgtest.SchemaVersion(t, url); version != embedded+1 || !newer {
 		t.Errorf("after Apply: version %d, the newer build's table kept %v; want %d, true", version, newer, embedded+1)
+	}
+}
+
+// holdWriterLock begins a transaction on url that holds what a writer of
+// table holds (ROW EXCLUSIVE, as an INSERT or UPDATE in progress) and
+// returns its rollback.
+func holdWriterLock(t *testing.T, url, table string) func() {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pgtest.Pool(t, url).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { _ = tx.Rollback(ctx) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// A migration that needs a lock another session holds (009 adds a foreign
+// key to applications, which waits for every writer of applications) gives
+// up after its lock_timeout, rather than queueing every later statement on
+// the table behind it, rolls back, and is made again after a pause until
+// it gets the lock.
+func TestAMigrationBlockedByALockGivesUpAndRetries(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewEmptyURL(t)
+	embedded := pgtest.EmbeddedMigrations(t)
+	pgtest.MigrateTo(t, url, embedded-2)
+	release := holdWriterLock(t, url, "applications")
+
+	timedOut := make(chan error, 100)
+	done := make(chan struct{})
+	var r schema.Report
+	var err error
+	go func() {
+		defer close(done)
+		r, err = schema.Options{LockTimeout: 100 * time.Millisecond, OnLockTimeout: func(err error) { timedOut <- err }}.Apply(context.Background(), url)
+	}()
+	select {
+	case first := <-timedOut:
+		var pgErr *pgconn.PgError
+		if !errors.As(first, &pgErr) || pgErr.Code != "55P03" {
+			t.Errorf("the blocked attempt failed with %v; want lock_not_available (55P03)", first)
+		}
+		if v := pgtest.SchemaVersion(t, url); v != embedded-2 {
+			t.Errorf("schema version %d after the blocked attempt; want %d (the migration rolled back)", v, embedded-2)
+		}
+	case <-done:
+		t.Fatalf("Apply ended (%+v, %v) while the lock was held", r, err)
+	case <-time.After(time.Minute):
+		t.Fatal("the migration waited a minute for the lock without giving up")
+	}
+	release()
+	<-done
+	if err != nil || r.From != embedded-2 || r.To != embedded || r.LockTimeouts < 1 {
+		t.Errorf("Apply: %+v, %v; want %d → %d after at least one lock timeout", r, err, embedded-2, embedded)
+	}
+	if v := pgtest.SchemaVersion(t, url); v != embedded {
+		t.Errorf("schema version %d; want %d", v, embedded)
+	}
+}
+
+// A lock that outlasts the caller's patience fails Apply with the lock
+// timeout, and leaves the schema as it was.
+func TestAMigrationBlockedUntilTheDeadlineFails(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewEmptyURL(t)
+	embedded := pgtest.EmbeddedMigrations(t)
+	pgtest.MigrateTo(t, url, embedded-2)
+	holdWriterLock(t, url, "applications")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r, err := schema.Options{LockTimeout: 100 * time.Millisecond}.Apply(ctx, url)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" || r.LockTimeouts < 1 {
+		t.Errorf("Apply: %+v, %v; want the lock timeout after at least one attempt", r, err)
+	}
+	if v := pgtest.SchemaVersion(t, url); v != embedded-2 {
+		t.Errorf("schema version %d; want %d", v, embedded-2)
 	}
 }

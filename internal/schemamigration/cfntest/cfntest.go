@@ -8,6 +8,7 @@ package cfntest
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -95,6 +96,29 @@ func (s *Server) Answers() []Answer {
 // resource's (empty for a Create).
 func (s *Server) Request(tb testing.TB, requestType, physicalID string) []byte {
 	tb.Helper()
+	return marshal(tb, s.event(requestType, physicalID))
+}
+
+// Update is an Update request for SchemaMigration as Request makes it,
+// whose properties change from old to props (each on top of Request's).
+func (s *Server) Update(tb testing.TB, physicalID string, old, props map[string]any) []byte {
+	tb.Helper()
+	ev := s.event(string(cfn.RequestUpdate), physicalID)
+	maps.Copy(ev.OldResourceProperties, old)
+	maps.Copy(ev.ResourceProperties, props)
+	return marshal(tb, ev)
+}
+
+func marshal(tb testing.TB, ev cfn.Event) []byte {
+	tb.Helper()
+	b, err := json.Marshal(ev)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func (s *Server) event(requestType, physicalID string) cfn.Event {
 	ev := cfn.Event{
 		RequestType:        cfn.RequestType(requestType),
 		RequestID:          RequestID,
@@ -111,13 +135,10 @@ func (s *Server) Request(tb testing.TB, requestType, physicalID string) []byte {
 		},
 	}
 	if requestType == string(cfn.RequestUpdate) {
-		ev.OldResourceProperties = map[string]any{"ServiceToken": ServiceToken, "MigrateFunctionVersion": "3"}
+		ev.OldResourceProperties = map[string]any{"ServiceToken": ServiceToken, "MigrateFunctionVersion": "3",
+			"DatabaseSecretArn": ev.ResourceProperties["DatabaseSecretArn"]}
 	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
+	return ev
 }
 
 // Only returns the one answer the server got, failing tb unless there was
