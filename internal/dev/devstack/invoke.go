@@ -101,6 +101,12 @@ type Invocation struct {
 	Log io.Writer
 }
 
+// localOnlySwitch is the stack's switch that lets the API and the delivery
+// function take local endpoints (http on loopback). A function refuses it
+// inside Lambda (function.Settings.LocalFlag), and under the emulator it
+// is inside Lambda: an invoked function keeps the production URL policy.
+const localOnlySwitch = "WEBHOOK_ALLOW_INSECURE"
+
 // Run starts the emulator on free loopback ports, sends event once, and
 // stops the emulator. It returns the function's answer. Errors: the
 // emulator did not start or answer within the function's timeout (plus a
@@ -124,6 +130,9 @@ func (inv Invocation) Run(ctx context.Context, event []byte) ([]byte, error) {
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=" + strconv.Itoa(inv.Settings.Timeout),
 	}
 	for k, v := range inv.Env {
+		if k == localOnlySwitch {
+			continue
+		}
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stdout, cmd.Stderr = inv.Log, inv.Log
