@@ -101,14 +101,15 @@ func TestLambdaClientIsTheGatewaySourceIP(t *testing.T) {
 			t.Fatalf("wrong password %d: %d, want 401", i, got)
 		}
 	}
-	// The block after the fifth failure lasts 1 s, which a loaded machine
-	// can spend between two requests; each further failure doubles it. Up
-	// to three more attempts claim the other address: were failures
-	// counted by X-Forwarded-For, that address would have three, under the
-	// five free ones, and never be blocked.
+	// The block after the fifth failure lasts 1 s and each further failure
+	// doubles it, counted from the attempt's start; a loaded machine can
+	// spend the shorter blocks hashing the attempt before. Up to six more
+	// attempts (the last block 32 s) each claim an address not claimed
+	// before: were failures counted by X-Forwarded-For, each of those would
+	// have one, under the five free ones, and never be blocked.
 	blocked := false
-	for range 3 {
-		if got := login(attacker, other); got == http.StatusTooManyRequests {
+	for i := range 6 {
+		if got := login(attacker, fmt.Sprintf("192.0.2.%d", 100+i)); got == http.StatusTooManyRequests {
 			blocked = true
 			break
 		} else if got != http.StatusUnauthorized {
@@ -116,7 +117,7 @@ func TestLambdaClientIsTheGatewaySourceIP(t *testing.T) {
 		}
 	}
 	if !blocked {
-		t.Fatal("three more wrong passwords from the same source, claiming another: never 429, want the source blocked")
+		t.Fatal("six more wrong passwords from the same source, each claiming another: never 429, want the source blocked")
 	}
 	if got := login(other, attacker); got != http.StatusUnauthorized {
 		t.Fatalf("another source claiming the blocked one's address: %d, want 401 (not blocked)", got)
