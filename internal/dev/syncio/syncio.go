@@ -6,6 +6,7 @@ package syncio
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,15 +33,44 @@ func (w *Writer) Write(p []byte) (int, error) {
 // another reads it, such as a logger's output read by a test. The zero
 // value is an empty buffer ready to use.
 type Buffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	written chan struct{} // closed by the next Write (see Contains)
 }
 
 // Write appends p. It never fails.
 func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.written != nil {
+		close(b.written)
+		b.written = nil
+	}
 	return b.buf.Write(p)
+}
+
+// Contains waits until what was written contains s, or ctx ends: a
+// process's output can reach the buffer after the answer that it caused
+// (the Lambda emulator relays a runtime's stderr on its own), so a test
+// waits for a line instead of reading the buffer once.
+func (b *Buffer) Contains(ctx context.Context, s string) bool {
+	for {
+		b.mu.Lock()
+		if bytes.Contains(b.buf.Bytes(), []byte(s)) {
+			b.mu.Unlock()
+			return true
+		}
+		if b.written == nil {
+			b.written = make(chan struct{})
+		}
+		written := b.written
+		b.mu.Unlock()
+		select {
+		case <-written:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // Bytes returns a copy of what was written so far.

@@ -1,6 +1,7 @@
 package syncio_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -54,5 +55,25 @@ func TestWriterSerialises(t *testing.T) {
 	wg.Wait()
 	if got := sb.String(); got != strings.Repeat("abc\n", 20) {
 		t.Errorf("wrote %q; want 20 whole lines", got)
+	}
+}
+
+// Contains returns once a later write brings the text, in pieces too, and
+// false when its context ends first.
+func TestContainsWaitsForTheText(t *testing.T) {
+	t.Parallel()
+	var b syncio.Buffer
+	_, _ = b.Write([]byte("starting\n"))
+	found := make(chan bool)
+	go func() { found <- b.Contains(context.Background(), "refused inside") }()
+	_, _ = b.Write([]byte("fatal: refused "))
+	_, _ = b.Write([]byte("inside Lambda\n"))
+	if !<-found {
+		t.Fatal("Contains = false; want true once the text is written")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if b.Contains(ctx, "never written") {
+		t.Error("Contains of text never written = true")
 	}
 }
