@@ -109,11 +109,21 @@ func (o Options) Apply(ctx context.Context, url string) (Report, error) {
 
 	var r Report
 	pause := firstRetryPause
+	var blocked error // the last lock timeout
+	gaveUp := func() error {
+		return fmt.Errorf("gave up after %d lock timeouts of %s: %w", r.LockTimeouts, timeout, blocked)
+	}
 	for {
 		err := apply(ctx, conn, &r)
+		if err != nil && blocked != nil && ctx.Err() != nil {
+			// The caller's patience ended during a retry: what kept the
+			// migration from finishing is the lock, not the deadline.
+			return r, gaveUp()
+		}
 		if err == nil || !isLockTimeout(err) {
 			return r, err
 		}
+		blocked = err
 		r.LockTimeouts++
 		if o.OnLockTimeout != nil {
 			o.OnLockTimeout(err)
@@ -122,7 +132,7 @@ func (o Options) Apply(ctx context.Context, url string) (Report, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return r, fmt.Errorf("gave up after %d lock timeouts of %s: %w", r.LockTimeouts, timeout, err)
+			return r, gaveUp()
 		case <-t.C:
 		}
 		pause = min(2*pause, maxRetryPause)
