@@ -151,8 +151,8 @@ type server struct {
 	fingerprints *fingerprinter
 	now          func() time.Time
 	mux          *http.ServeMux
-	patterns     []string // registered routes, for tests
-	publicCache  string   // Cache-Control of anonymous public reads
+	routes       []route // registered routes, for tests
+	publicCache  string  // Cache-Control of anonymous public reads
 	corsOrigins  []string
 	metrics      io.Writer // nil: none
 	version      string

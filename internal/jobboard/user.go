@@ -50,6 +50,16 @@ type Actor struct {
 	PasswordChangedAt time.Time
 }
 
+// SessionLive tells whether the session of a, issued for this account,
+// is live: the account's password has not been reset since
+// (a.PasswordChangedAt). Errors: ErrSessionRevoked.
+func (u User) SessionLive(a Actor) error {
+	if u.PasswordChangedAt.After(a.PasswordChangedAt) {
+		return ErrSessionRevoked
+	}
+	return nil
+}
+
 // Limits on user input, in characters.
 const (
 	MaxEmailLen    = 254
