@@ -41,8 +41,9 @@ type Actor struct {
 	UserID int64
 	Role   Role
 	// PasswordChangedAt is the account's User.PasswordChangedAt when the
-	// session was issued. The stores refuse an actor whose account's
-	// password has been reset since (ErrSessionRevoked), in the statement
+	// session was issued. An actor whose account's password has been
+	// reset since is refused (ErrSessionRevoked, see User.SessionLive) by
+	// the API before it does anything, and by the stores in the statement
 	// that does the actor's work: a reset ends every session issued
 	// before it. It is the password the session was issued under, not the
 	// time the token was made, so a login that checked the old password
