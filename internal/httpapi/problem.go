@@ -44,8 +44,9 @@ const (
 	kindVerificationTokenUsed    = "verification-token-used"
 	kindTooManyVerification      = "too-many-verification-emails"
 
-	kindNotSuppressed      = "not-suppressed"
-	kindSuppressedByBounce = "suppressed-by-bounce"
+	kindNotSuppressed        = "not-suppressed"
+	kindSuppressedByBounce   = "suppressed-by-bounce"
+	kindVerificationRequired = "verification-required"
 
 	kindInvalidResetToken = "invalid-password-reset-token"
 	kindResetTokenExpired = "password-reset-token-expired"
@@ -218,6 +219,8 @@ var problemKinds = []struct {
 	{jobboard.ErrAlreadyVerified, http.StatusConflict, kindAlreadyVerified, "Your email address is verified already.", nil},
 	{jobboard.ErrNotSuppressed, http.StatusConflict, kindNotSuppressed,
 		"Email reaches your address already: there is no complaint to withdraw.", nil},
+	{jobboard.ErrVerificationRequired, http.StatusConflict, kindVerificationRequired,
+		"Show that the address is yours first: ask for a verification email (POST /v1/auth/resend-verification), follow its link, then withdraw the complaint.", nil},
 	{jobboard.ErrSuppressedByBounce, http.StatusConflict, kindSuppressedByBounce,
 		"Your address bounced; a withdrawn complaint does not change that. Ask for a verification email (POST /v1/auth/resend-verification) and follow its link.", nil},
 	{jobboard.ErrVerificationTokenInvalid, http.StatusBadRequest, kindInvalidVerificationToken,

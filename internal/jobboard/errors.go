@@ -144,6 +144,10 @@ var (
 	// which a withdrawn complaint does not change; a verification link
 	// that reaches it does.
 	ErrSuppressedByBounce = errors.New("email address is suppressed by a bounce, not a complaint")
+	// ErrVerificationRequired: the account has not verified its address
+	// since the complaint, so it has not shown that the address is its
+	// own; a verification link followed now does.
+	ErrVerificationRequired = errors.New("the address must be verified again since the complaint")
 )
 
 // Errors of webhooks.

@@ -124,6 +124,10 @@ func (p VerificationPolicy) Wait(h VerificationHistory, now time.Time) (time.Dur
 type RecipientDetails struct {
 	UserID int64
 	Email  string
+	// VerifiedAt is when the account last verified the address (zero:
+	// never), for a verification email: it decides whether the link may
+	// pass a complaint (Suppression.Blocks).
+	VerifiedAt time.Time
 	// Token is the plaintext of the link's token. It exists only here, in
 	// memory, and in the email: the store keeps its hash.
 	Token     string

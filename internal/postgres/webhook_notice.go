@@ -24,7 +24,7 @@ WITH target AS (
 	webhookNoticeClaimedSQL = `
 )
 SELECT claim.attempts, claim.outcome, NULL::bigint, NULL::text, t.email, NULL::text, NULL::text, NULL::text,
-       t.id, NULL::timestamptz, NULL::interval
+       t.id, NULL::timestamptz, NULL::interval, NULL::timestamptz
 FROM claim LEFT JOIN target t ON true`
 )
 
