@@ -221,9 +221,11 @@ func parseDeliveryQuery(r *http.Request) (jobboard.WebhookDeliveryFilter, error)
 	return f, q.done()
 }
 
-// replayWebhookDelivery sends a delivery again, under the same webhook-id.
+// replayWebhookDelivery sends a delivery again, under the same webhook-id,
+// within the dispatch bounds (Config.WebhookDispatches).
 // POST /v1/companies/{id}/webhooks/{wid}/deliveries/{did}/replay → 202
-// delivery; 400; 401; 404; 409 webhook-endpoint-disabled.
+// delivery; 400; 401; 404; 409 webhook-endpoint-disabled; 429
+// too-many-webhook-dispatches.
 func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	t, err := s.webhookRoute(r, true)
 	if err != nil {
@@ -233,22 +235,24 @@ func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request, s
 	if err != nil {
 		return err
 	}
-	d, err := st.ReplayWebhookDelivery(r.Context(), t.actor, t.company, t.endpoint, deliveryID)
+	d, err := st.ReplayWebhookDelivery(r.Context(), t.actor, t.company, t.endpoint, deliveryID, s.webhookDispatches)
 	if err != nil {
 		return fmt.Errorf("replay webhook delivery %d: %w", deliveryID, err)
 	}
 	return writeJSON(w, http.StatusAccepted, d)
 }
 
-// pingWebhook sends the endpoint a webhook.ping event.
+// pingWebhook sends the endpoint a webhook.ping event, within the dispatch
+// bounds (Config.WebhookDispatches); while a ping of the endpoint is
+// pending, the answer is that one.
 // POST /v1/companies/{id}/webhooks/{wid}/ping → 202 delivery; 400; 401;
-// 404; 409 webhook-endpoint-disabled.
+// 404; 409 webhook-endpoint-disabled; 429 too-many-webhook-dispatches.
 func (s *server) pingWebhook(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
 	}
-	d, err := st.PingWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint)
+	d, err := st.PingWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint, s.webhookDispatches)
 	if err != nil {
 		return fmt.Errorf("ping webhook endpoint %d: %w", t.endpoint, err)
 	}

@@ -75,12 +75,6 @@ type VerificationPolicy struct {
 	PerAddress int
 }
 
-// DefaultVerificationPolicy is a minute between resends, at most five per
-// hour for an account and for an address.
-var DefaultVerificationPolicy = VerificationPolicy{
-	Cooldown: time.Minute, Window: time.Hour, PerAccount: 5, PerAddress: 5,
-}
-
 // VerificationHistory is what the store knows of recent verification
 // emails, within the policy's window.
 type VerificationHistory struct {

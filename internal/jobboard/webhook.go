@@ -40,10 +40,9 @@ var WebhookEventTypes = []string{
 	WebhookApplicationWithdrawn, WebhookJobClosed,
 }
 
-// Limits on webhook endpoints.
+// Limits on webhook endpoints (how many a company may have:
+// MaxWebhookEndpoints, limits.go).
 const (
-	// MaxWebhookEndpoints is the most endpoints one company may have.
-	MaxWebhookEndpoints = 20
 	// MaxWebhookURLLen bounds an endpoint's URL, in bytes.
 	MaxWebhookURLLen = 2000
 	// MaxWebhookDescriptionLen bounds its description, in characters.
@@ -537,12 +536,16 @@ type WebhookWrites interface {
 	// ErrNotFound.
 	RotateWebhookSecret(ctx context.Context, actor Actor, companyID, id int64, sealedSecret []byte, overlap time.Duration) (WebhookEndpoint, error)
 	// ReplayWebhookDelivery dispatches a delivery again, whatever its
-	// state, under the same event id. Errors: ErrNotFound,
-	// ErrWebhookEndpointDisabled.
-	ReplayWebhookDelivery(ctx context.Context, actor Actor, companyID, endpointID, deliveryID int64) (WebhookDelivery, error)
-	// PingWebhookEndpoint dispatches a WebhookPing event to the endpoint.
-	// Errors: ErrNotFound, ErrWebhookEndpointDisabled.
-	PingWebhookEndpoint(ctx context.Context, actor Actor, companyID, endpointID int64) (WebhookDelivery, error)
+	// state, under the same event id, within p's bounds. Errors:
+	// ErrNotFound, ErrWebhookEndpointDisabled, a
+	// *WebhookDispatchThrottledError (nothing dispatched).
+	ReplayWebhookDelivery(ctx context.Context, actor Actor, companyID, endpointID, deliveryID int64, p WebhookDispatchPolicy) (WebhookDelivery, error)
+	// PingWebhookEndpoint dispatches a WebhookPing event to the endpoint,
+	// within p's bounds; while a ping of the endpoint is pending it
+	// returns that one and dispatches nothing. Errors: ErrNotFound,
+	// ErrWebhookEndpointDisabled, a *WebhookDispatchThrottledError
+	// (nothing dispatched).
+	PingWebhookEndpoint(ctx context.Context, actor Actor, companyID, endpointID int64, p WebhookDispatchPolicy) (WebhookDelivery, error)
 	// DeleteWebhookEndpoint deletes an endpoint and its log; its pending
 	// deliveries are dropped. Errors: ErrNotFound.
 	DeleteWebhookEndpoint(ctx context.Context, actor Actor, companyID, id int64) error

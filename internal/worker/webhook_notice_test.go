@@ -51,7 +51,7 @@ func TestWebhookDisabledNoticeReachesEveryMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	ping := pgtest.MustWrite(t, e.DB, func(st jobboard.Writes) error {
-		_, err := st.PingWebhookEndpoint(ctx, boss, company.ID, endpoint.ID)
+		_, err := st.PingWebhookEndpoint(ctx, boss, company.ID, endpoint.ID, jobboard.DefaultWebhookDispatchPolicy)
 		return err
 	})[0]
 	deliverer := pgtest.Open(t, pgtest.RoleURL(t, e.URL, pgtest.WebhookRole))
@@ -132,7 +132,7 @@ func disableByGone(t *testing.T, e *workertest.Env, deliverer *pgtest.DB, member
 		if _, err := st.UpdateWebhookEndpoint(ctx, member, companyID, endpointID, jobboard.WebhookEndpointPatch{Enabled: &yes}); err != nil {
 			return err
 		}
-		_, err := st.PingWebhookEndpoint(ctx, member, companyID, endpointID)
+		_, err := st.PingWebhookEndpoint(ctx, member, companyID, endpointID, jobboard.DefaultWebhookDispatchPolicy)
 		return err
 	})[0]
 	target, err := deliverer.BeginWebhookAttempt(ctx, ping.DeliveryID, ping.Generation, time.Minute)
