@@ -224,7 +224,21 @@ func checkWebhookURL(p problems, raw string) {
 		p.add("url", "must not carry a user name or password")
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		p.add("url", "must not have a fragment")
+	case emptyLabel(u.Hostname()):
+		p.add("url", "must have a host name without an empty label (only one dot may end it)")
 	}
+}
+
+// emptyLabel reports whether a host that is not an IPv6 literal has an
+// empty label: "localhost..", "a..b", ".a". Such a name is not the one the
+// checks of WebhookURLPolicy see ("localhost.." is not "localhost"), and a
+// resolver may read it as that name all the same. One dot may end a name
+// (the root), "hooks.example.com.".
+func emptyLabel(host string) bool {
+	if strings.Contains(host, ":") {
+		return false // an IPv6 literal (url.URL.Hostname drops its brackets)
+	}
+	return slices.Contains(strings.Split(strings.TrimSuffix(host, "."), "."), "")
 }
 
 // WebhookURLPolicy is what a deployment allows as an endpoint URL, checked
