@@ -117,7 +117,7 @@ func TestWireBuildsAWorkingHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	pinged := pgtest.MustWrite(t, db.DB, func(st jobboard.Writes) error {
-		_, err := st.PingWebhookEndpoint(ctx, boss, company.ID, e.ID)
+		_, err := st.PingWebhookEndpoint(ctx, boss, company.ID, e.ID, jobboard.DefaultWebhookDispatchPolicy)
 		return err
 	})
 	body, err := jobboard.EncodeEvent(pinged[0])

@@ -37,10 +37,7 @@ func (s *server) company(w http.ResponseWriter, r *http.Request) error {
 	if err := noQueryParameters(r); err != nil {
 		return err
 	}
-	_, signedIn, err := s.optionalActor(r)
-	if err != nil {
-		return err
-	}
+	_, signedIn := s.optionalActor(r)
 	c, err := s.companies.Company(r.Context(), id)
 	if err != nil {
 		return fmt.Errorf("company %d: %w", id, err)

@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/jobboard/jobboard/internal/jobboard"
 )
 
 // A request fingerprint, as stored with the answer to an Idempotency-Key
@@ -157,4 +160,25 @@ func legacyFingerprint(r *http.Request, body []byte) []byte {
 	h := sha256.New()
 	writeRequest(h, r, body)
 	return h.Sum(nil)
+}
+
+// addressTagKeyLabel is the label under which the key of addressTag is
+// derived from the token key: HMAC-SHA256(token key, label).
+const addressTagKeyLabel = "jobboard address log tag key v1"
+
+// addressTag names an email address in a log line, so that the lines of
+// one address can be found together, without the line telling the address
+// to whoever reads the logs: the first 8 bytes of an HMAC-SHA256 of the
+// normalised address, in hex, under a key derived from the token key. An
+// unkeyed hash would not do: a dictionary of addresses reverses it. The
+// tag changes when the token key rotates. "" when the key cannot be had
+// (the line is still written).
+func (s *server) addressTag(ctx context.Context, email string) string {
+	keys, err := s.tokens.keys(ctx, false)
+	if err != nil || len(keys.Current) == 0 {
+		return ""
+	}
+	m := hmac.New(sha256.New, mac(keys.Current, addressTagKeyLabel))
+	m.Write([]byte(jobboard.NormalizeEmail(email)))
+	return hex.EncodeToString(m.Sum(nil)[:8])
 }

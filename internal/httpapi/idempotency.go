@@ -100,9 +100,9 @@ func (s *server) idempotentRequest(w http.ResponseWriter, r *http.Request, polic
 	if err != nil || !ok || policy == keysIgnored {
 		return nil, nil, false, err
 	}
-	a, signedIn, _ := s.optionalActor(r)
+	a, signedIn := s.optionalActor(r)
 	if !signedIn {
-		return nil, nil, false, nil // no one, or a bad token: the handler answers 401
+		return nil, nil, false, nil // a route with no one signed in: its keys are scoped by nothing
 	}
 	scope := "user:" + strconv.FormatInt(a.UserID, 10)
 	if body, err = readAll(w, r); err != nil {

@@ -550,3 +550,42 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 		t.Fatalf("companies = %d, want 2", n)
 	}
 }
+
+// A keyed retry gets the first answer byte for byte (status, the stored
+// header fields, the body), the answers that show a webhook signing
+// secret, stored with it sealed, included.
+func TestKeyedReplaysAreByteIdentical(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, withWebhooks(testSealer(t)))
+	w := a.world()
+	r := a.do("POST", hooksPath(w.company.ID), map[string]any{"url": "https://hooks.acme.example/in", "event_types": []string{"job.closed"}, "description": "ATS <&> \u00e9"}, as(w.employer))
+	want(t, r, http.StatusCreated)
+	e := decodeAs[jobboard.WebhookSecretReveal](t, r)
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", hooksPath(w.company.ID), map[string]any{"url": "https://hooks2.acme.example/in", "event_types": []string{"job.closed", "application.submitted"}, "description": "second <one>"}},
+		{"POST", hooksPath(w.company.ID, e.ID, "rotate-secret"), map[string]any{"overlap_seconds": 60}},
+		{"POST", "/v1/companies", map[string]any{"name": "Byte & Co"}},
+		{"PATCH", fmt.Sprintf("/v1/applications/%d", w.application.ID), map[string]any{"status": "reviewing"}},
+	} {
+		key := withKey("byte-identical-" + strings.NewReplacer("/", "-").Replace(c.method+c.path))
+		first := a.do(c.method, c.path, c.body, as(w.employer), key)
+		if first.Status/100 != 2 {
+			t.Fatalf("%s %s: %s", c.method, c.path, first)
+		}
+		again := a.do(c.method, c.path, c.body, as(w.employer), key)
+		if again.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("%s %s: not replayed", c.method, c.path)
+		}
+		if again.Status != first.Status || !bytes.Equal(again.Body, first.Body) {
+			t.Errorf("%s %s: the replay differs from the first answer:\n%d %s\n%d %s", c.method, c.path, first.Status, first.Body, again.Status, again.Body)
+		}
+		for _, h := range []string{"Content-Type", "Location", "ETag"} {
+			if again.Header.Get(h) != first.Header.Get(h) {
+				t.Errorf("%s %s: %s %q, first %q", c.method, c.path, h, again.Header.Get(h), first.Header.Get(h))
+			}
+		}
+	}
+}

@@ -49,10 +49,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) error {
 	if err := noQueryParameters(r); err != nil {
 		return err
 	}
-	a, signedIn, err := s.optionalActor(r)
-	if err != nil {
-		return err
-	}
+	a, signedIn := s.optionalActor(r)
 	var actor *jobboard.Actor
 	if signedIn {
 		actor = &a
@@ -71,10 +68,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) error {
 // cursor, or a q of only negated words; 503 when the search runs past the
 // statement timeout.
 func (s *server) searchJobs(w http.ResponseWriter, r *http.Request) error {
-	a, signedIn, err := s.optionalActor(r)
-	if err != nil {
-		return err
-	}
+	a, signedIn := s.optionalActor(r)
 	var actor *jobboard.Actor
 	if signedIn {
 		actor = &a

@@ -39,7 +39,7 @@ func (s *server) requestPasswordReset(w http.ResponseWriter, r *http.Request, st
 	if !queued {
 		// The address asked too often: no email, the same answer.
 		loggerFrom(r.Context(), s.log).InfoContext(r.Context(), "password reset not queued: the address had too many this hour",
-			slog.String("email_digest", fmt.Sprintf("%x", jobboard.EmailDigest(in.Email)[:8])))
+			slog.String("email_tag", s.addressTag(r.Context(), in.Email)))
 	}
 	w.WriteHeader(http.StatusAccepted)
 	return nil

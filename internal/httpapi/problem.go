@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -44,15 +45,18 @@ const (
 	kindVerificationTokenUsed    = "verification-token-used"
 	kindTooManyVerification      = "too-many-verification-emails"
 
-	kindNotSuppressed      = "not-suppressed"
-	kindSuppressedByBounce = "suppressed-by-bounce"
+	kindNotSuppressed        = "not-suppressed"
+	kindSuppressedByBounce   = "suppressed-by-bounce"
+	kindVerificationRequired = "verification-required"
 
 	kindInvalidResetToken = "invalid-password-reset-token"
 	kindResetTokenExpired = "password-reset-token-expired"
 	kindResetTokenUsed    = "password-reset-token-used"
 
-	kindTooManyWebhookEndpoints = "too-many-webhook-endpoints"
-	kindWebhookEndpointDisabled = "webhook-endpoint-disabled"
+	kindTooManyWebhookEndpoints  = "too-many-webhook-endpoints"
+	kindWebhookEndpointDisabled  = "webhook-endpoint-disabled"
+	kindTooManyWebhookDispatches = "too-many-webhook-dispatches"
+	kindTooManyCompanies         = "too-many-companies"
 )
 
 // problem is an RFC 9457 problem details object. Errors (field-level detail)
@@ -218,6 +222,8 @@ var problemKinds = []struct {
 	{jobboard.ErrAlreadyVerified, http.StatusConflict, kindAlreadyVerified, "Your email address is verified already.", nil},
 	{jobboard.ErrNotSuppressed, http.StatusConflict, kindNotSuppressed,
 		"Email reaches your address already: there is no complaint to withdraw.", nil},
+	{jobboard.ErrVerificationRequired, http.StatusConflict, kindVerificationRequired,
+		"Show that the address is yours first: ask for a verification email (POST /v1/auth/resend-verification), follow its link, then withdraw the complaint.", nil},
 	{jobboard.ErrSuppressedByBounce, http.StatusConflict, kindSuppressedByBounce,
 		"Your address bounced; a withdrawn complaint does not change that. Ask for a verification email (POST /v1/auth/resend-verification) and follow its link.", nil},
 	{jobboard.ErrVerificationTokenInvalid, http.StatusBadRequest, kindInvalidVerificationToken,
@@ -233,7 +239,11 @@ var problemKinds = []struct {
 	{jobboard.ErrPasswordResetTokenUsed, http.StatusGone, kindResetTokenUsed,
 		"The password reset link has been used, or the password has been reset since it was sent.", nil},
 	{jobboard.ErrTooManyWebhookEndpoints, http.StatusConflict, kindTooManyWebhookEndpoints,
-		"The company has the most webhook endpoints allowed (20); delete one first.", nil},
+		fmt.Sprintf("The company has the most webhook endpoints allowed (%d); delete one first.", jobboard.MaxWebhookEndpoints), nil},
+	{jobboard.ErrTooManyCompanies, http.StatusConflict, kindTooManyCompanies,
+		fmt.Sprintf("You have created the most companies allowed (%d).", jobboard.MaxCompaniesPerEmployer), nil},
+	{jobboard.ErrTooManyWebhookDispatches, http.StatusTooManyRequests, kindTooManyWebhookDispatches,
+		"Too many pings and replays of this endpoint or company lately; wait for the time given in Retry-After.", nil},
 	{jobboard.ErrWebhookEndpointDisabled, http.StatusConflict, kindWebhookEndpointDisabled,
 		"The webhook endpoint is disabled; enable it (PATCH enabled: true) first.", nil},
 }

@@ -112,6 +112,9 @@ type Config struct {
 	Webhooks      jobboard.WebhookStore
 	WebhookSealer jobboard.SecretSealer
 	WebhookURLs   jobboard.WebhookURLPolicy
+	// WebhookDispatches bounds the pings and replays of an endpoint and
+	// of a company. Zero: jobboard.DefaultWebhookDispatchPolicy.
+	WebhookDispatches jobboard.WebhookDispatchPolicy
 
 	// Suppressions tells GET /v1/me whether the account's address is on
 	// the suppression list. Nil: every address is reported deliverable,
@@ -151,8 +154,8 @@ type server struct {
 	fingerprints *fingerprinter
 	now          func() time.Time
 	mux          *http.ServeMux
-	patterns     []string // registered routes, for tests
-	publicCache  string   // Cache-Control of anonymous public reads
+	routes       []route // registered routes, for tests
+	publicCache  string  // Cache-Control of anonymous public reads
 	corsOrigins  []string
 	metrics      io.Writer // nil: none
 	version      string
@@ -162,10 +165,12 @@ type server struct {
 	verificationPolicy jobboard.VerificationPolicy
 	resetPolicy        jobboard.VerificationPolicy
 
-	// webhooks, webhookSealer and webhookURLs are Config's.
-	webhooks      jobboard.WebhookStore
-	webhookSealer jobboard.SecretSealer
-	webhookURLs   jobboard.WebhookURLPolicy
+	// webhooks, webhookSealer, webhookURLs and webhookDispatches are
+	// Config's.
+	webhooks          jobboard.WebhookStore
+	webhookSealer     jobboard.SecretSealer
+	webhookURLs       jobboard.WebhookURLPolicy
+	webhookDispatches jobboard.WebhookDispatchPolicy
 
 	// suppressions is Config's.
 	suppressions jobboard.SuppressionList
@@ -219,6 +224,9 @@ func newServer(cfg Config) *server {
 	if cfg.PasswordResetPolicy == (jobboard.VerificationPolicy{}) {
 		cfg.PasswordResetPolicy = jobboard.DefaultPasswordResetPolicy
 	}
+	if cfg.WebhookDispatches == (jobboard.WebhookDispatchPolicy{}) {
+		cfg.WebhookDispatches = jobboard.DefaultWebhookDispatchPolicy
+	}
 	s := &server{
 		writes:       cfg.Writes,
 		users:        cfg.Users,
@@ -250,7 +258,9 @@ func newServer(cfg Config) *server {
 		webhooks:      cfg.Webhooks,
 		webhookSealer: cfg.WebhookSealer,
 		webhookURLs:   cfg.WebhookURLs,
-		suppressions:  cfg.Suppressions,
+
+		webhookDispatches: cfg.WebhookDispatches,
+		suppressions:      cfg.Suppressions,
 	}
 	s.addRoutes()
 	return s
@@ -319,15 +329,18 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem,
 // that say.
 func retryAfter(err error) (time.Duration, bool) {
 	var (
-		blocked   *jobboard.BlockedError
-		throttled *jobboard.VerificationThrottledError
-		busy      *busyError
+		blocked    *jobboard.BlockedError
+		throttled  *jobboard.VerificationThrottledError
+		dispatches *jobboard.WebhookDispatchThrottledError
+		busy       *busyError
 	)
 	switch {
 	case errors.As(err, &blocked):
 		return blocked.RetryAfter, true
 	case errors.As(err, &throttled):
 		return throttled.RetryAfter, true
+	case errors.As(err, &dispatches):
+		return dispatches.RetryAfter, true
 	case errors.As(err, &busy):
 		return busy.retryAfter, true
 	}

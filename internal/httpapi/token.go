@@ -217,26 +217,81 @@ func (t tokenIssuer) verify(ctx context.Context, token string) (jobboard.Actor, 
 	return jobboard.Actor{UserID: id, Role: c.Role, PasswordChangedAt: passwordChangedAt(c.PasswordChangedAt)}, nil
 }
 
-// actor returns the signed-in actor of r. Errors: jobboard.ErrUnauthenticated
-// when there is no Authorization header, *tokenError when it is not a valid
-// bearer token.
-func (s *server) actor(r *http.Request) (jobboard.Actor, error) {
-	a, ok, err := s.optionalActor(r)
-	if err != nil {
-		return jobboard.Actor{}, err
-	}
-	if !ok {
-		return jobboard.Actor{}, jobboard.ErrUnauthenticated
-	}
-	return a, nil
+// access says who may call a route, and so what authenticate checks
+// before the route's handler runs. Every route states its access in the
+// route table (routes.go): a route that acts for an account is signedIn,
+// and its session is checked there, once, for every request, before
+// anything else the route does (an idempotent replay included), so that
+// no handler can forget it.
+type access int
+
+const (
+	// public: anyone; the Authorization header is not read (registration,
+	// login, the links' tokens, health). Its handler has no actor.
+	public access = iota
+	// optionalSignIn: anyone, but a request that sends a bearer token has
+	// it checked whole, as on a signedIn route (401 when the token or its
+	// session is not valid, so that a client with an ended session learns
+	// of it), and the handler sees its actor: the public reads, which show
+	// a member what the company keeps from others.
+	optionalSignIn
+	// signedIn: the route acts for an account: a valid bearer token whose
+	// session is live is required (401 otherwise).
+	signedIn
+)
+
+// signedInKey keys the signed-in account of a request in its context.
+const signedInKey ctxKey = 1
+
+// signedInAs is what authenticate found: the actor of the token, and the
+// account as it is now (read to check the session).
+type signedInAs struct {
+	actor jobboard.Actor
+	user  jobboard.User
 }
 
-// optionalActor is actor for endpoints open to anonymous callers: no
-// Authorization header means anonymous (false), but a header with a bad token
-// is still an error, so that a client with an expired token learns of it.
-// A header that is not text (invalid UTF-8, control characters) is a
-// *requestError.
-func (s *server) optionalActor(r *http.Request) (jobboard.Actor, bool, error) {
+// authenticate is the sign-in check of the route table: for a route that
+// is not public it reads the bearer token, when there is one, checks it
+// (signature, expiry, claims), then checks that its session is live: the
+// account still exists and its password has not been reset since the
+// session was issued (jobboard.User.SessionLive), with a read of the
+// account's row. A signedIn route without a token answers 401, and so
+// does any route whose token or session is not valid
+// (error="invalid_token"). The handler then finds the actor with
+// s.actor or s.optionalActor.
+func (s *server) authenticate(acc access, h apiFunc) apiFunc {
+	if acc == public {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) error {
+		a, found, err := s.bearer(r)
+		switch {
+		case err != nil:
+			return err
+		case !found && acc == signedIn:
+			return jobboard.ErrUnauthenticated
+		case !found:
+			return h(w, r)
+		}
+		u, err := s.users.UserByID(r.Context(), a.UserID)
+		if errors.Is(err, jobboard.ErrNotFound) {
+			return &tokenError{fmt.Errorf("the account of user %d no longer exists", a.UserID)}
+		}
+		if err != nil {
+			return fmt.Errorf("session of user %d: %w", a.UserID, err)
+		}
+		if err := u.SessionLive(a); err != nil {
+			return fmt.Errorf("user %d: %w", a.UserID, err)
+		}
+		return h(w, r.WithContext(context.WithValue(r.Context(), signedInKey, signedInAs{actor: a, user: u})))
+	}
+}
+
+// bearer reads and verifies the request's bearer token: found is false
+// when there is no Authorization header. Errors: *tokenError when it is
+// not a valid bearer token, *requestError when the header is not text
+// (invalid UTF-8, control characters), the key source's.
+func (s *server) bearer(r *http.Request) (a jobboard.Actor, found bool, err error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return jobboard.Actor{}, false, nil
@@ -244,15 +299,38 @@ func (s *server) optionalActor(r *http.Request) (jobboard.Actor, bool, error) {
 	if p := headerProblem(h); p != "" {
 		return jobboard.Actor{}, false, badRequest("Authorization", p)
 	}
-	scheme, token, found := strings.Cut(h, " ")
-	if !found || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		return jobboard.Actor{}, false, &tokenError{errors.New("authorization is not a bearer token")}
 	}
-	a, err := s.tokens.verify(r.Context(), strings.TrimSpace(token))
-	if err != nil {
+	if a, err = s.tokens.verify(r.Context(), strings.TrimSpace(token)); err != nil {
 		return jobboard.Actor{}, false, err
 	}
 	return a, true, nil
+}
+
+// signedInOf returns what authenticate found for r, if anything.
+func signedInOf(r *http.Request) (signedInAs, bool) {
+	in, ok := r.Context().Value(signedInKey).(signedInAs)
+	return in, ok
+}
+
+// actor returns the signed-in actor of r, whose session authenticate
+// checked. Errors: jobboard.ErrUnauthenticated when there is none (a
+// public route's handler never has one).
+func (s *server) actor(r *http.Request) (jobboard.Actor, error) {
+	in, ok := signedInOf(r)
+	if !ok {
+		return jobboard.Actor{}, jobboard.ErrUnauthenticated
+	}
+	return in.actor, nil
+}
+
+// optionalActor is actor for the optionalSignIn routes: false for an
+// anonymous request.
+func (s *server) optionalActor(r *http.Request) (jobboard.Actor, bool) {
+	in, ok := signedInOf(r)
+	return in.actor, ok
 }
 
 // requireRole returns the signed-in actor when it has the role.

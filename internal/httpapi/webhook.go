@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -221,9 +222,11 @@ func parseDeliveryQuery(r *http.Request) (jobboard.WebhookDeliveryFilter, error)
 	return f, q.done()
 }
 
-// replayWebhookDelivery sends a delivery again, under the same webhook-id.
+// replayWebhookDelivery sends a delivery again, under the same webhook-id,
+// within the dispatch bounds (Config.WebhookDispatches).
 // POST /v1/companies/{id}/webhooks/{wid}/deliveries/{did}/replay → 202
-// delivery; 400; 401; 404; 409 webhook-endpoint-disabled.
+// delivery; 400; 401; 404; 409 webhook-endpoint-disabled; 429
+// too-many-webhook-dispatches.
 func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	t, err := s.webhookRoute(r, true)
 	if err != nil {
@@ -233,22 +236,24 @@ func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request, s
 	if err != nil {
 		return err
 	}
-	d, err := st.ReplayWebhookDelivery(r.Context(), t.actor, t.company, t.endpoint, deliveryID)
+	d, err := st.ReplayWebhookDelivery(r.Context(), t.actor, t.company, t.endpoint, deliveryID, s.webhookDispatches)
 	if err != nil {
 		return fmt.Errorf("replay webhook delivery %d: %w", deliveryID, err)
 	}
 	return writeJSON(w, http.StatusAccepted, d)
 }
 
-// pingWebhook sends the endpoint a webhook.ping event.
+// pingWebhook sends the endpoint a webhook.ping event, within the dispatch
+// bounds (Config.WebhookDispatches); while a ping of the endpoint is
+// pending, the answer is that one.
 // POST /v1/companies/{id}/webhooks/{wid}/ping → 202 delivery; 400; 401;
-// 404; 409 webhook-endpoint-disabled.
+// 404; 409 webhook-endpoint-disabled; 429 too-many-webhook-dispatches.
 func (s *server) pingWebhook(w http.ResponseWriter, r *http.Request, st jobboard.Writes) error {
 	t, err := s.webhookRoute(r, true)
 	if err != nil {
 		return err
 	}
-	d, err := st.PingWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint)
+	d, err := st.PingWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint, s.webhookDispatches)
 	if err != nil {
 		return fmt.Errorf("ping webhook endpoint %d: %w", t.endpoint, err)
 	}
@@ -258,7 +263,8 @@ func (s *server) pingWebhook(w http.ResponseWriter, r *http.Request, st jobboard
 // The answers that carry a signing secret (create, rotate-secret) are kept
 // for an Idempotency-Key like any other, but with the secret sealed
 // (secretAnswerContext), so that the idempotency store never holds one in
-// clear; a replay opens it.
+// clear; a replay opens it. The member is swapped in place, byte for byte
+// (swapSecret), so that a replay is the answer the first request got.
 const secretAnswerContext = "jobboard idempotent answer with a webhook secret"
 
 // sealedSecretMember replaces "secret" in a stored answer.
@@ -284,7 +290,12 @@ func (s *server) openSecretAnswer(body []byte) ([]byte, error) {
 }
 
 // swapSecret replaces the string member from of a JSON object by the
-// member to, whose value is f of the string.
+// member to, whose value is f of the string, where it stands: the rest of
+// the body is left byte for byte, so that what sealSecretAnswer stores,
+// opened, is the answer it was given. The member, as the encoder wrote
+// it ("from":"value"), must occur once: inside a JSON string every quote
+// is escaped, so it cannot occur in another member's value. Errors: a
+// body that is not such an object, f's.
 func (s *server) swapSecret(body []byte, from, to string, f func([]byte) ([]byte, error)) ([]byte, error) {
 	if s.webhookSealer == nil {
 		return nil, errors.New("an answer with a webhook secret, but no sealer")
@@ -297,13 +308,28 @@ func (s *server) swapSecret(body []byte, from, to string, f func([]byte) ([]byte
 	if err := json.Unmarshal(obj[from], &v); err != nil || v == "" {
 		return nil, fmt.Errorf("answer with a webhook secret: no %s", from)
 	}
+	member := func(name string, value string) ([]byte, error) {
+		n, err := json.Marshal(name)
+		if err != nil {
+			return nil, err
+		}
+		val, err := json.Marshal(value)
+		return append(append(n, ':'), val...), err
+	}
+	old, err := member(from, v)
+	if err != nil {
+		return nil, err
+	}
+	if n := bytes.Count(body, old); n != 1 {
+		return nil, fmt.Errorf("answer with a webhook secret: %s found %d times as written", from, n)
+	}
 	out, err := f([]byte(v))
 	if err != nil {
 		return nil, fmt.Errorf("answer with a webhook secret: %w", err)
 	}
-	delete(obj, from)
-	if obj[to], err = json.Marshal(string(out)); err != nil {
+	swapped, err := member(to, string(out))
+	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(obj)
+	return bytes.Replace(body, old, swapped, 1), nil
 }

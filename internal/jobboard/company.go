@@ -64,7 +64,8 @@ type CompanyStore interface {
 // write's transaction, or each committing on its own.
 type CompanyWrites interface {
 	// CreateCompany stores a company and makes the actor its member, in one
-	// transaction. Errors: ErrForbidden when the actor is not an employer.
+	// transaction. Errors: ErrForbidden when the actor is not an employer,
+	// ErrTooManyCompanies when it has created MaxCompaniesPerEmployer.
 	CreateCompany(ctx context.Context, actor Actor, c NewCompany) (Company, error)
 }
 

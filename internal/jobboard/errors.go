@@ -144,6 +144,10 @@ var (
 	// which a withdrawn complaint does not change; a verification link
 	// that reaches it does.
 	ErrSuppressedByBounce = errors.New("email address is suppressed by a bounce, not a complaint")
+	// ErrVerificationRequired: the account has not verified its address
+	// since the complaint, so it has not shown that the address is its
+	// own; a verification link followed now does.
+	ErrVerificationRequired = errors.New("the address must be verified again since the complaint")
 )
 
 // Errors of webhooks.
@@ -153,7 +157,33 @@ var (
 	// ErrWebhookEndpointDisabled: the endpoint is disabled, so it can be
 	// neither pinged nor replayed to.
 	ErrWebhookEndpointDisabled = errors.New("the webhook endpoint is disabled")
+	// ErrTooManyCompanies: the employer has created
+	// MaxCompaniesPerEmployer companies.
+	ErrTooManyCompanies = errors.New("the employer has created the most companies allowed")
 )
+
+// WebhookDispatchThrottledError is a ping or replay refused because the
+// endpoint or its company dispatched too many within the window
+// (WebhookDispatchPolicy). It matches ErrTooManyWebhookDispatches.
+type WebhookDispatchThrottledError struct {
+	// RetryAfter is how long until one is accepted.
+	RetryAfter time.Duration
+	// Bound is "endpoint" or "company".
+	Bound string
+}
+
+func (e *WebhookDispatchThrottledError) Error() string {
+	return fmt.Sprintf("too many webhook dispatches (%s); retry after %s", e.Bound, e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrTooManyWebhookDispatches) true.
+func (e *WebhookDispatchThrottledError) Is(target error) bool {
+	return target == ErrTooManyWebhookDispatches
+}
+
+// ErrTooManyWebhookDispatches is the kind of a ping or replay refused for a
+// while (see WebhookDispatchThrottledError for how long).
+var ErrTooManyWebhookDispatches = errors.New("too many webhook dispatches")
 
 // ErrWebhookSecretMalformed is returned for a secret not of the form
 // NewWebhookSecret makes.

@@ -73,14 +73,20 @@ type Suppression struct {
 	Since        time.Time
 }
 
-// Blocks reports whether the suppression stops an email of the event type.
-// A complaint stops every email. A bounce stops every email but the ones
-// the owner of the address asks for themselves, the verification and the
-// password reset links: following a verification link is how a bounce
-// suppression is lifted, and a wrong address costs one bounce at most.
-func (s Suppression) Blocks(eventType string) bool {
+// Blocks reports whether the suppression stops an email of the event type
+// to an address that its account verified at verifiedAt (zero: never, or
+// not known). A complaint stops every email but one: the verification
+// link of an account that had verified the address before the complaint.
+// Following it is how the owner shows that the address is still theirs
+// before withdrawing the complaint (SuppressionWrites), so that whoever
+// registers an address that complained can neither lift the complaint nor
+// mail it a link. A bounce stops every email but the ones the owner of the
+// address asks for themselves, the verification and the password reset
+// links: following a verification link is how a bounce suppression is
+// lifted, and a wrong address costs one bounce at most.
+func (s Suppression) Blocks(eventType string, verifiedAt time.Time) bool {
 	if s.Reason == SuppressedByComplaint {
-		return true
+		return eventType != EventTypeEmailVerificationRequested || verifiedAt.IsZero() || !verifiedAt.Before(s.Since)
 	}
 	return eventType != EventTypeEmailVerificationRequested && eventType != EventTypePasswordResetRequested
 }
@@ -117,11 +123,14 @@ type SuppressionWrites interface {
 	// WithdrawComplaint lifts the complaint suppression of the actor's own
 	// address, in one statement that finds the address through the actor's
 	// account (so no other address can be named) with a live session, and
-	// returns the address's delivery after it. A bounce suppression is
-	// left as it is: following a verification link lifts it. Errors:
-	// ErrNotSuppressed (nothing to lift: a second call ends here),
-	// ErrSuppressedByBounce, ErrSessionRevoked, ErrNotFound (the account is
-	// gone), database errors.
+	// returns the address's delivery after it. Only an account that
+	// verified the address after the complaint lifts it: having the address
+	// is not owning it, since anyone can register any address. A bounce
+	// suppression is left as it is: following a verification link lifts
+	// it. Errors: ErrNotSuppressed (nothing to lift: a second call ends
+	// here), ErrVerificationRequired, ErrSuppressedByBounce,
+	// ErrSessionRevoked, ErrNotFound (the account is gone), database
+	// errors.
 	WithdrawComplaint(ctx context.Context, actor Actor) (AddressDelivery, error)
 }
 

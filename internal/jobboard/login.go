@@ -17,20 +17,6 @@ type LoginPolicy struct {
 	ResetAfter   time.Duration
 }
 
-// DefaultLoginPolicy counts the failed logins to one account from one
-// client: five failures, then blocks of 1 s, 2 s, 4 s ... up to 15 minutes;
-// a day without failures forgets them. Someone who knows an address can
-// block only their own client's attempts at it, not its owner's elsewhere.
-var DefaultLoginPolicy = LoginPolicy{FreeAttempts: 5, BaseDelay: time.Second, MaxDelay: 15 * time.Minute, ResetAfter: 24 * time.Hour}
-
-// DefaultClientPolicy counts the failures of one client across every
-// account (one password sprayed over many addresses, or addresses probed by
-// registering them): twenty, then blocks of 1 s doubling up to 15 minutes;
-// an hour without failures forgets them. Looser than DefaultLoginPolicy,
-// since many people may share a client address (a NAT); a success takes
-// back its own attempt but does not forget the others'.
-var DefaultClientPolicy = LoginPolicy{FreeAttempts: 20, BaseDelay: time.Second, MaxDelay: 15 * time.Minute, ResetAfter: time.Hour}
-
 // Delay is how long an account stays blocked after its n-th consecutive
 // failure: zero while n < FreeAttempts.
 func (p LoginPolicy) Delay(n int) time.Duration {

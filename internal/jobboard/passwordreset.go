@@ -27,14 +27,6 @@ const EventTypePasswordResetRequested = "user.password_reset_requested"
 // link is as good as the password.
 const PasswordResetTokenTTL = time.Hour
 
-// DefaultPasswordResetPolicy bounds the reset emails as
-// DefaultVerificationPolicy bounds the verification emails: one a minute,
-// five an hour. They are counted per address only: an account has exactly
-// one address, so the address's bounds are the account's too, and a bound
-// counted per account would refuse requests for addresses that have an
-// account and not for the others, which would tell them apart.
-var DefaultPasswordResetPolicy = DefaultVerificationPolicy
-
 // PasswordResetRequest is the input of POST /v1/auth/password-reset.
 type PasswordResetRequest struct {
 	Email string `json:"email"`

@@ -21,6 +21,8 @@ import (
 // TestContextKeysAreReviewed until it is listed here, with its reason.
 var contextKeys = map[string]string{
 	"internal/httpapi requestIDKey": "the request's id, which its log lines and problem answers carry",
+	"internal/httpapi signedInKey": "who signed the request, as the route table's sign-in check found the token and " +
+		"the account (its session live), for the handler that acts for them",
 	"internal/postgres attemptKey{}": "pgx's connect tracer passes one connection attempt's credentials from its start " +
 		"to its end, to report a refused login; the context is pgx's own, of one attempt",
 }

@@ -41,13 +41,24 @@ type Actor struct {
 	UserID int64
 	Role   Role
 	// PasswordChangedAt is the account's User.PasswordChangedAt when the
-	// session was issued. The stores refuse an actor whose account's
-	// password has been reset since (ErrSessionRevoked), in the statement
+	// session was issued. An actor whose account's password has been
+	// reset since is refused (ErrSessionRevoked, see User.SessionLive) by
+	// the API before it does anything, and by the stores in the statement
 	// that does the actor's work: a reset ends every session issued
 	// before it. It is the password the session was issued under, not the
 	// time the token was made, so a login that checked the old password
 	// while the reset committed gets a session that is already over.
 	PasswordChangedAt time.Time
+}
+
+// SessionLive tells whether the session of a, issued for this account,
+// is live: the account's password has not been reset since
+// (a.PasswordChangedAt). Errors: ErrSessionRevoked.
+func (u User) SessionLive(a Actor) error {
+	if u.PasswordChangedAt.After(a.PasswordChangedAt) {
+		return ErrSessionRevoked
+	}
+	return nil
 }
 
 // Limits on user input, in characters.

@@ -75,12 +75,6 @@ type VerificationPolicy struct {
 	PerAddress int
 }
 
-// DefaultVerificationPolicy is a minute between resends, at most five per
-// hour for an account and for an address.
-var DefaultVerificationPolicy = VerificationPolicy{
-	Cooldown: time.Minute, Window: time.Hour, PerAccount: 5, PerAddress: 5,
-}
-
 // VerificationHistory is what the store knows of recent verification
 // emails, within the policy's window.
 type VerificationHistory struct {
@@ -124,6 +118,10 @@ func (p VerificationPolicy) Wait(h VerificationHistory, now time.Time) (time.Dur
 type RecipientDetails struct {
 	UserID int64
 	Email  string
+	// VerifiedAt is when the account last verified the address (zero:
+	// never), for a verification email: it decides whether the link may
+	// pass a complaint (Suppression.Blocks).
+	VerifiedAt time.Time
 	// Token is the plaintext of the link's token. It exists only here, in
 	// memory, and in the email: the store keeps its hash.
 	Token     string

@@ -40,10 +40,9 @@ var WebhookEventTypes = []string{
 	WebhookApplicationWithdrawn, WebhookJobClosed,
 }
 
-// Limits on webhook endpoints.
+// Limits on webhook endpoints (how many a company may have:
+// MaxWebhookEndpoints, limits.go).
 const (
-	// MaxWebhookEndpoints is the most endpoints one company may have.
-	MaxWebhookEndpoints = 20
 	// MaxWebhookURLLen bounds an endpoint's URL, in bytes.
 	MaxWebhookURLLen = 2000
 	// MaxWebhookDescriptionLen bounds its description, in characters.
@@ -225,7 +224,21 @@ func checkWebhookURL(p problems, raw string) {
 		p.add("url", "must not carry a user name or password")
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		p.add("url", "must not have a fragment")
+	case emptyLabel(u.Hostname()):
+		p.add("url", "must have a host name without an empty label (only one dot may end it)")
 	}
+}
+
+// emptyLabel reports whether a host that is not an IPv6 literal has an
+// empty label: "localhost..", "a..b", ".a". Such a name is not the one the
+// checks of WebhookURLPolicy see ("localhost.." is not "localhost"), and a
+// resolver may read it as that name all the same. One dot may end a name
+// (the root), "hooks.example.com.".
+func emptyLabel(host string) bool {
+	if strings.Contains(host, ":") {
+		return false // an IPv6 literal (url.URL.Hostname drops its brackets)
+	}
+	return slices.Contains(strings.Split(strings.TrimSuffix(host, "."), "."), "")
 }
 
 // WebhookURLPolicy is what a deployment allows as an endpoint URL, checked
@@ -537,12 +550,16 @@ type WebhookWrites interface {
 	// ErrNotFound.
 	RotateWebhookSecret(ctx context.Context, actor Actor, companyID, id int64, sealedSecret []byte, overlap time.Duration) (WebhookEndpoint, error)
 	// ReplayWebhookDelivery dispatches a delivery again, whatever its
-	// state, under the same event id. Errors: ErrNotFound,
-	// ErrWebhookEndpointDisabled.
-	ReplayWebhookDelivery(ctx context.Context, actor Actor, companyID, endpointID, deliveryID int64) (WebhookDelivery, error)
-	// PingWebhookEndpoint dispatches a WebhookPing event to the endpoint.
-	// Errors: ErrNotFound, ErrWebhookEndpointDisabled.
-	PingWebhookEndpoint(ctx context.Context, actor Actor, companyID, endpointID int64) (WebhookDelivery, error)
+	// state, under the same event id, within p's bounds. Errors:
+	// ErrNotFound, ErrWebhookEndpointDisabled, a
+	// *WebhookDispatchThrottledError (nothing dispatched).
+	ReplayWebhookDelivery(ctx context.Context, actor Actor, companyID, endpointID, deliveryID int64, p WebhookDispatchPolicy) (WebhookDelivery, error)
+	// PingWebhookEndpoint dispatches a WebhookPing event to the endpoint,
+	// within p's bounds; while a ping of the endpoint is pending it
+	// returns that one and dispatches nothing. Errors: ErrNotFound,
+	// ErrWebhookEndpointDisabled, a *WebhookDispatchThrottledError
+	// (nothing dispatched).
+	PingWebhookEndpoint(ctx context.Context, actor Actor, companyID, endpointID int64, p WebhookDispatchPolicy) (WebhookDelivery, error)
 	// DeleteWebhookEndpoint deletes an endpoint and its log; its pending
 	// deliveries are dropped. Errors: ErrNotFound.
 	DeleteWebhookEndpoint(ctx context.Context, actor Actor, companyID, id int64) error

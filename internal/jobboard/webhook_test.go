@@ -101,6 +101,14 @@ func TestWebhookURLPolicy(t *testing.T) {
 		{"https://0251.0376.0251.0376/", false, false, "standard way"},
 		{"https://0xa9.0xfe.0xa9.0xfe/", false, false, "standard way"},
 		{"https://hooks.example.com./x", true, true, ""},
+		// Empty labels: "localhost.." is not "localhost" to the checks
+		// below, but a resolver may read it as such.
+		{"https://localhost../", false, false, "empty label"},
+		{"https://127.0.0.1../", false, false, "empty label"},
+		{"https://0x7f.1../", false, false, "empty label"},
+		{"https://hooks..example.com/x", false, false, "empty label"},
+		{"https://.hooks.example.com/x", false, false, "empty label"},
+		{"https://./x", false, false, "empty label"},
 		{"https://ab.cafe/x", true, true, ""},
 		{"https://" + strings.Repeat("a", jobboard.MaxWebhookURLLen), false, false, "at most"},
 	}

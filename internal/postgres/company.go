@@ -35,17 +35,43 @@ RETURNING ` + companyColumns
 const addCompanyMemberSQL = `
 INSERT INTO company_members (company_id, user_id) VALUES ($1, $2)`
 
+// lockEmployerSQL locks the employer's row for the rest of the
+// transaction (FOR NO KEY UPDATE: what refers to the user may still be
+// written), so that two creations of one employer count its companies one
+// after the other (companiesCreatedSQL, a statement of its own, so that
+// its snapshot is taken once the lock is held). No row: the account is
+// gone.
+const lockEmployerSQL = `SELECT u.id FROM users u WHERE u.id = $1 FOR NO KEY UPDATE OF u`
+
+const companiesCreatedSQL = `SELECT count(*) FROM companies c WHERE c.created_by = $1`
+
 // CreateCompany stores a company and makes the actor its first member, in
-// one transaction. Errors: jobboard.ErrForbidden when the actor is not an
-// employer, jobboard.ErrSessionRevoked.
+// one transaction, unless the actor has created
+// jobboard.MaxCompaniesPerEmployer companies. Errors: jobboard.ErrForbidden
+// when the actor is not an employer, jobboard.ErrTooManyCompanies,
+// jobboard.ErrSessionRevoked.
 func (u *unit) CreateCompany(ctx context.Context, actor jobboard.Actor, nc jobboard.NewCompany) (jobboard.Company, error) {
 	if actor.Role != jobboard.RoleEmployer {
 		return jobboard.Company{}, fmt.Errorf("create company: %w", jobboard.ErrForbidden)
 	}
 	var c jobboard.Company
 	err := u.inTx(ctx, func(tx pgx.Tx) error {
+		var id int64
+		err := tx.QueryRow(ctx, lockEmployerSQL, actor.UserID).Scan(&id)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return jobboard.ErrForbidden // as createCompanySQL answers a user that is gone
+		case err != nil:
+			return err
+		}
+		var created int
+		if err := tx.QueryRow(ctx, companiesCreatedSQL, actor.UserID).Scan(&created); err != nil {
+			return err
+		}
+		if created >= jobboard.MaxCompaniesPerEmployer {
+			return jobboard.ErrTooManyCompanies
+		}
 		rows, _ := tx.Query(ctx, createCompanySQL, nc.Name, nc.Description, nc.Website, actor.UserID, actor.PasswordChangedAt)
-		var err error
 		c, err = pgx.CollectExactlyOneRow(rows, scanCompany)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return refusal(ctx, tx, actor, jobboard.ErrForbidden)

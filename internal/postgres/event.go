@@ -157,7 +157,7 @@ const (
 )
 SELECT coalesce(claim.attempts, 0), CASE WHEN claim.event_id IS NULL THEN 'busy' ELSE claim.outcome END,
        t.id, t.status, t.email, t.name, t.title, t.company,
-       NULL::bigint, NULL::timestamptz, CASE WHEN claim.event_id IS NULL THEN d.lease_left END
+       NULL::bigint, NULL::timestamptz, CASE WHEN claim.event_id IS NULL THEN d.lease_left END, NULL::timestamptz
 FROM decided d LEFT JOIN claim ON true LEFT JOIN target t ON true
 WHERE claim.event_id IS NOT NULL OR d.outcome = 'busy'`
 )
@@ -170,7 +170,7 @@ var (
 const (
 	verificationTargetSQL = `
 WITH target AS (
-	SELECT u.id, u.email, u.email_verified_at IS NOT NULL AND NOT ` + bounceSuppressed + ` AS verified
+	SELECT u.id, u.email, u.email_verified_at, u.email_verified_at IS NOT NULL AND NOT ` + reverifiable + ` AS verified
 	FROM users u WHERE u.id = $6
 ), decided AS (
 	SELECT CASE WHEN t.id IS NULL THEN 'user_missing'
@@ -190,7 +190,7 @@ WITH target AS (
 	RETURNING expires_at
 )
 SELECT claim.attempts, claim.outcome, NULL::bigint, NULL::text, t.email, NULL::text, NULL::text, NULL::text,
-       t.id, token.expires_at, NULL::interval
+       t.id, token.expires_at, NULL::interval, t.email_verified_at
 FROM claim LEFT JOIN target t ON true LEFT JOIN token ON true`
 
 	claimVerificationNewSQL      = verificationTargetSQL + insertClaimSQL + verificationClaimedSQL
@@ -279,11 +279,11 @@ func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash
 		appID, userID                    *int64
 		status                           *jobboard.ApplicationStatus
 		email, name, jobTitle, companyNm *string
-		expiresAt                        *time.Time
+		expiresAt, verifiedAt            *time.Time
 		orderBusyFor                     *time.Duration
 	)
 	err := db.pool.QueryRow(ctx, sql, args...).
-		Scan(&c.Attempts, &outcome, &appID, &status, &email, &name, &jobTitle, &companyNm, &userID, &expiresAt, &orderBusyFor)
+		Scan(&c.Attempts, &outcome, &appID, &status, &email, &name, &jobTitle, &companyNm, &userID, &expiresAt, &orderBusyFor, &verifiedAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return jobboard.Claim{}, false, nil
@@ -312,7 +312,7 @@ func (db *DB) claimWith(ctx context.Context, sql string, ev jobboard.Event, hash
 			CandidateName: *name, JobTitle: *jobTitle, CompanyName: *companyNm,
 		}
 	case userID != nil && expiresAt != nil:
-		c.Recipient = jobboard.RecipientDetails{UserID: *userID, Email: *email, Token: linkToken, ExpiresAt: *expiresAt}
+		c.Recipient = jobboard.RecipientDetails{UserID: *userID, Email: *email, Token: linkToken, ExpiresAt: *expiresAt, VerifiedAt: deref(verifiedAt)}
 	case userID != nil && ev.Type == jobboard.EventTypeWebhookEndpointDisabled:
 		c.Recipient = jobboard.RecipientDetails{UserID: *userID, Email: *email}
 	default:

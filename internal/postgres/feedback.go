@@ -110,26 +110,31 @@ func (db *DB) Suppression(ctx context.Context, email string) (jobboard.Suppressi
 }
 
 // withdrawComplaintSQL deletes the complaint suppression of the address of
-// account $1, whose session ($2, as liveSession takes it) is live: the
-// address comes from the account's row, never from the request, so an
-// account lifts its own address's suppression only. It answers whether
-// the session is live, whether a row was deleted, and the suppression's
-// reason as the statement found it (the snapshot before the delete): a
-// bounce, or a complaint another request has just lifted, or none.
+// account $1, whose session ($2, as liveSession takes it) is live, when
+// the account verified the address after the complaint: the address comes
+// from the account's row, never from the request, so an account lifts its
+// own address's suppression only, and only once it has shown that the
+// address is its own since (anyone can register an address that
+// complained). It answers whether the session is live, whether a row was
+// deleted, the suppression's reason as the statement found it (the
+// snapshot before the delete: a bounce, or a complaint another request
+// has just lifted, or none), and whether the verification came after it.
 var withdrawComplaintSQL = `
 WITH owner AS (
-	SELECT u.email FROM users u WHERE u.id = $1 AND ` + liveSession("$1", "$2") + `
+	SELECT u.email, u.email_verified_at FROM users u WHERE u.id = $1 AND ` + liveSession("$1", "$2") + `
 ), lifted AS (
 	DELETE FROM email_suppressions s USING owner
-	WHERE s.email = owner.email AND s.reason = 'complaint'
+	WHERE s.email = owner.email AND s.reason = 'complaint' AND owner.email_verified_at > s.suppressed_at
 	RETURNING s.email
 )
 SELECT EXISTS (SELECT 1 FROM owner), EXISTS (SELECT 1 FROM lifted),
-       (SELECT s.reason FROM email_suppressions s JOIN owner ON s.email = owner.email)`
+       (SELECT s.reason FROM email_suppressions s JOIN owner ON s.email = owner.email),
+       coalesce((SELECT owner.email_verified_at > s.suppressed_at FROM email_suppressions s JOIN owner ON s.email = owner.email), false)`
 
 // WithdrawComplaint lifts the complaint suppression of the actor's own
 // address (see jobboard.SuppressionWrites), in the scope of its writes: a
-// statement of its own, or the keyed write's transaction. Errors: jobboard.ErrNotSuppressed,
+// statement of its own, or the keyed write's transaction. Errors:
+// jobboard.ErrNotSuppressed, jobboard.ErrVerificationRequired,
 // jobboard.ErrSuppressedByBounce, jobboard.ErrSessionRevoked,
 // jobboard.ErrNotFound, database errors.
 func (u *unit) WithdrawComplaint(ctx context.Context, actor jobboard.Actor) (jobboard.AddressDelivery, error) {
@@ -138,10 +143,10 @@ func (u *unit) WithdrawComplaint(ctx context.Context, actor jobboard.Actor) (job
 		return jobboard.AddressDelivery{}, fmt.Errorf("withdraw complaint of user %d: %w", actor.UserID, err)
 	}
 	var (
-		live, lifted bool
-		reason       *string
+		live, lifted, verifiedSince bool
+		reason                      *string
 	)
-	err = q.QueryRow(ctx, withdrawComplaintSQL, actor.UserID, actor.PasswordChangedAt).Scan(&live, &lifted, &reason)
+	err = q.QueryRow(ctx, withdrawComplaintSQL, actor.UserID, actor.PasswordChangedAt).Scan(&live, &lifted, &reason, &verifiedSince)
 	switch {
 	case err != nil:
 		err = timeout(ctx, err)
@@ -152,6 +157,8 @@ func (u *unit) WithdrawComplaint(ctx context.Context, actor jobboard.Actor) (job
 		return jobboard.AddressDelivery{Deliverable: true}, nil
 	case reason != nil && *reason == string(jobboard.SuppressedByBounce):
 		err = jobboard.ErrSuppressedByBounce
+	case reason != nil && !verifiedSince:
+		err = jobboard.ErrVerificationRequired
 	default:
 		err = jobboard.ErrNotSuppressed
 	}

@@ -169,7 +169,7 @@ WITH token AS (
 UPDATE users AS u
 SET password_hash = $3,
 	password_changed_at = greatest($2, u.password_changed_at + interval '1 microsecond'),
-	email_verified_at = coalesce(u.email_verified_at, $2)
+	email_verified_at = greatest(u.email_verified_at, $2)
 FROM token
 WHERE u.id = token.user_id AND u.password_changed_at IS NOT DISTINCT FROM token.password_changed_at
 RETURNING ` + userColumns
@@ -226,7 +226,7 @@ WITH target AS (
 	RETURNING expires_at
 )
 SELECT claim.attempts, claim.outcome, NULL::bigint, NULL::text, t.email, NULL::text, NULL::text, NULL::text,
-       t.id, token.expires_at, NULL::interval
+       t.id, token.expires_at, NULL::interval, NULL::timestamptz
 FROM claim LEFT JOIN target t ON true LEFT JOIN token ON true`
 
 	claimResetNewSQL      = resetTargetSQL + insertClaimSQL + resetClaimedSQL

@@ -39,6 +39,8 @@ var keptTables = []keptTable{
 	// Email requests past their policy's window count against no bound.
 	{"verification_requests", always(jobboard.DefaultVerificationPolicy.Window), deleteOlderSQL("email_verification_requests", "requested_at", "")},
 	{"password_reset_requests", always(jobboard.DefaultPasswordResetPolicy.Window), deleteOlderSQL("password_reset_requests", "requested_at", "")},
+	// Webhook dispatches by hand past their policy's window.
+	{"webhook_dispatches", always(jobboard.DefaultWebhookDispatchPolicy.Window), deleteOlderSQL("webhook_dispatches", "dispatched_at", "")},
 	// Webhook events, with their deliveries and attempts (ON DELETE CASCADE).
 	{"webhook_events", asClaims, deleteOlderSQL("webhook_events", "occurred_at", "")},
 	// The keys of applied feedback events must outlive every copy of their

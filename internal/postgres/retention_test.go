@@ -37,6 +37,8 @@ func keptRows(retention time.Duration) []keptRow {
 			VALUES (1, '\x00', $1)`},
 		{"password_reset_requests", "password_reset_requests", time.Hour, `INSERT INTO password_reset_requests (email_digest, requested_at)
 			VALUES ('\x00', $1)`},
+		{"webhook_dispatches", "webhook_dispatches", time.Hour, `INSERT INTO webhook_dispatches (company_id, endpoint_id, dispatched_at)
+			VALUES ((SELECT min(id) FROM companies), 1, $1)`},
 		{"webhook_events", "webhook_events", retention, `INSERT INTO webhook_events (id, company_id, type, occurred_at)
 			VALUES (gen_random_uuid(), (SELECT min(id) FROM companies), 'application.status_changed', $1)`},
 		{"feedback_events", "email_feedback_events", retention, `INSERT INTO email_feedback_events (feedback_id, kind, ses_message_id, received_at)

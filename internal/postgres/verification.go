@@ -53,15 +53,20 @@ func (u *unit) Register(ctx context.Context, r jobboard.Registration, passwordHa
 // lockUnverifiedSQL locks the account for the rest of the transaction, so
 // that two resends of one account are counted one after the other. FOR NO
 // KEY UPDATE does not block inserts that reference the user.
-// An address verified once, then hard-bounced, counts as unverified here:
-// a new link, followed, lifts the bounce (verifyEmailSQL).
+// An address verified once counts as unverified here when it is
+// reverifiable.
 const lockUnverifiedSQL = `
-SELECT u.email, u.email_verified_at IS NOT NULL AND NOT ` + bounceSuppressed + `
+SELECT u.email, u.email_verified_at IS NOT NULL AND NOT ` + reverifiable + `
 FROM users u WHERE u.id = $1 FOR NO KEY UPDATE OF u`
 
-// bounceSuppressed tells whether the address of users u is suppressed by a
-// hard bounce: the verification flow is then open to it again.
-const bounceSuppressed = `EXISTS (SELECT 1 FROM email_suppressions s WHERE s.email = u.email AND s.reason = 'bounce')`
+// reverifiable tells whether the verification flow is open again to the
+// address of users u although it was verified: it hard-bounced since (a
+// new link, followed, lifts the bounce: verifyEmailSQL), or its owner
+// complained after its last verification (a new link, followed, lets the
+// account withdraw the complaint: withdrawComplaintSQL; the worker lets
+// that link through the complaint, jobboard.Suppression.Blocks).
+const reverifiable = `EXISTS (SELECT 1 FROM email_suppressions s WHERE s.email = u.email
+	AND (s.reason = 'bounce' OR s.suppressed_at >= u.email_verified_at))`
 
 // RequestVerification queues another verification email for the user
 // (see jobboard.UserWrites). Errors: jobboard.ErrNotFound,
@@ -157,7 +162,9 @@ func queueVerification(ctx context.Context, tx pgx.Tx, userID int64, email strin
 
 // verifyEmailSQL uses up the token whose hash is $1, if it is unused,
 // unexpired at $2 and was sent to the address its account still has, and
-// marks that account verified (keeping the first time): one statement. Of
+// marks that account verified at the latest time it showed the address
+// is its own (which a complaint's withdrawal compares with the
+// complaint's): one statement. Of
 // two requests with one token, the second waits for the first's row lock,
 // then finds the token used. The link reached the address, so a bounce
 // suppression of it is lifted in the same statement (never a complaint:
@@ -172,7 +179,7 @@ WITH token AS (
 	DELETE FROM email_suppressions s USING token
 	WHERE s.email = token.email AND s.reason = 'bounce'
 )
-UPDATE users AS u SET email_verified_at = coalesce(u.email_verified_at, $2)
+UPDATE users AS u SET email_verified_at = greatest(u.email_verified_at, $2)
 FROM token WHERE u.id = token.user_id
 RETURNING ` + userColumns
 

@@ -46,9 +46,9 @@ func scanEndpoint(row pgx.CollectableRow) (jobboard.WebhookEndpoint, error) {
 
 // lockCompanyEndpointsSQL locks the company's row for the rest of the
 // transaction (FOR NO KEY UPDATE: jobs and members may still be added),
-// so that two creations count the endpoints one after the other, and
-// counts them. No row: no such company, the actor is not a member, or
-// their session ($3) has ended.
+// so that two creations count the endpoints one after the other, and two
+// dispatches the company's dispatches (dispatch). No row: no such
+// company, the actor is not a member, or their session ($3) has ended.
 var lockCompanyEndpointsSQL = `
 SELECT c.id FROM companies c
 WHERE c.id = $1 AND ` + webhookMember("$3") + `
@@ -333,10 +333,19 @@ func (db *DB) WebhookDeliveries(ctx context.Context, actor jobboard.Actor, compa
 	return pageOf(ds, limit, func(d jobboard.WebhookDelivery) int64 { return d.ID }), nil
 }
 
+// dispatchedSQL logs a dispatch by hand of the delivery d, counted
+// against the company's and the endpoint's bounds (dispatch), in the
+// statement that dispatches it.
+const dispatchedSQL = `
+), logged AS (
+	INSERT INTO webhook_dispatches (company_id, endpoint_id)
+	SELECT $1, d.endpoint_id FROM d`
+
 // replayDeliverySQL dispatches a delivery again: its next generation,
 // pending, with its attempt count and lease reset (a message of the
-// earlier dispatch then finds nothing to do), and its outbox row, in one
-// statement. The endpoint must be enabled; $5 is the actor's session.
+// earlier dispatch then finds nothing to do), its outbox row and its line
+// in the dispatch log, in one statement. The endpoint must be enabled; $5
+// is the actor's session.
 var replayDeliverySQL = `
 WITH d AS (
 	UPDATE webhook_deliveries AS d SET
@@ -349,7 +358,7 @@ WITH d AS (
 	RETURNING d.*
 ), ob AS (` + deliveryOutboxInsertSQL + `
 	FROM d
-	RETURNING payload
+	RETURNING payload` + dispatchedSQL + `
 )
 SELECT ` + deliveryColumns + `, ARRAY(SELECT payload::text FROM ob)
 FROM d JOIN webhook_events ev ON ev.id = d.event_id`
@@ -363,21 +372,21 @@ FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
 WHERE d.id = $4 AND d.endpoint_id = $3 AND e.company_id = $1 AND ` + webhookMember("$5")
 
 // ReplayWebhookDelivery dispatches a delivery again under the same event
-// id, whatever its state, with its outbox row. Errors:
-// jobboard.ErrNotFound, jobboard.ErrWebhookEndpointDisabled,
-// jobboard.ErrSessionRevoked.
-func (u *unit) ReplayWebhookDelivery(ctx context.Context, actor jobboard.Actor, companyID, endpointID, deliveryID int64) (jobboard.WebhookDelivery, error) {
-	args := []any{companyID, actor.UserID, endpointID, deliveryID, actor.PasswordChangedAt}
-	d, err := u.dispatch(ctx, actor, replayDeliverySQL, deliveryTargetSQL, args)
+// id, whatever its state, with its outbox row, within p's bounds. Errors:
+// jobboard.ErrNotFound, jobboard.ErrWebhookEndpointDisabled, a
+// *jobboard.WebhookDispatchThrottledError, jobboard.ErrSessionRevoked.
+func (u *unit) ReplayWebhookDelivery(ctx context.Context, actor jobboard.Actor, companyID, endpointID, deliveryID int64, p jobboard.WebhookDispatchPolicy) (jobboard.WebhookDelivery, error) {
+	d, err := u.dispatch(ctx, actor, companyID, endpointID, p, false, replayDeliverySQL, deliveryTargetSQL,
+		[]any{companyID, actor.UserID, endpointID, deliveryID, actor.PasswordChangedAt})
 	if err != nil {
 		return jobboard.WebhookDelivery{}, fmt.Errorf("replay webhook delivery %d: %w", deliveryID, err)
 	}
 	return d, nil
 }
 
-// pingSQL writes a webhook.ping event for the endpoint, its delivery and
-// its outbox row, in one statement. The endpoint must be enabled; $4 is the
-// actor's session.
+// pingSQL writes a webhook.ping event for the endpoint, its delivery, its
+// outbox row and its line in the dispatch log, in one statement. The
+// endpoint must be enabled; $4 is the actor's session.
 var pingSQL = `
 WITH e AS (
 	SELECT e.id, e.company_id FROM webhook_endpoints e
@@ -392,7 +401,7 @@ WITH e AS (
 	RETURNING *
 ), ob AS (` + deliveryOutboxInsertSQL + `
 	FROM d
-	RETURNING payload
+	RETURNING payload` + dispatchedSQL + `
 )
 SELECT ` + deliveryColumns + `, ARRAY(SELECT payload::text FROM ob)
 FROM d JOIN ev ON ev.id = d.event_id`
@@ -402,47 +411,121 @@ var pingTargetSQL = `
 SELECT e.enabled FROM webhook_endpoints e
 WHERE e.id = $3 AND e.company_id = $1 AND ` + webhookMember("$4")
 
+// pendingPingSQL finds the endpoint's ($2, of company $1) ping that is
+// still pending, through webhook_deliveries_pending_ping_idx, while the
+// endpoint is enabled.
+const pendingPingSQL = `
+SELECT ` + deliveryColumns + `
+FROM webhook_deliveries d
+JOIN webhook_events ev ON ev.id = d.event_id
+JOIN webhook_endpoints e ON e.id = d.endpoint_id
+WHERE d.endpoint_id = $2 AND d.trigger = 'ping' AND d.state = 'pending' AND e.company_id = $1 AND e.enabled
+ORDER BY d.id DESC
+LIMIT 1`
+
 // PingWebhookEndpoint dispatches a webhook.ping event to an enabled
-// endpoint, with its outbox row. Errors:
-// jobboard.ErrNotFound, jobboard.ErrWebhookEndpointDisabled,
-// jobboard.ErrSessionRevoked.
-func (u *unit) PingWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, endpointID int64) (jobboard.WebhookDelivery, error) {
-	d, err := u.dispatch(ctx, actor, pingSQL, pingTargetSQL, []any{companyID, actor.UserID, endpointID, actor.PasswordChangedAt})
+// endpoint, with its outbox row, within p's bounds; while a ping of the
+// endpoint is pending, it returns that one and writes nothing. Errors:
+// jobboard.ErrNotFound, jobboard.ErrWebhookEndpointDisabled, a
+// *jobboard.WebhookDispatchThrottledError, jobboard.ErrSessionRevoked.
+func (u *unit) PingWebhookEndpoint(ctx context.Context, actor jobboard.Actor, companyID, endpointID int64, p jobboard.WebhookDispatchPolicy) (jobboard.WebhookDelivery, error) {
+	d, err := u.dispatch(ctx, actor, companyID, endpointID, p, true, pingSQL, pingTargetSQL,
+		[]any{companyID, actor.UserID, endpointID, actor.PasswordChangedAt})
 	if err != nil {
 		return jobboard.WebhookDelivery{}, fmt.Errorf("ping webhook endpoint %d: %w", endpointID, err)
 	}
 	return d, nil
 }
 
-// dispatch runs a statement that dispatches one delivery (replay, ping)
-// with args; when it dispatches nothing, target (same args) tells why:
-// nothing visible (ErrNotFound, or the actor's session has ended) or a
-// disabled endpoint.
-func (u *unit) dispatch(ctx context.Context, actor jobboard.Actor, sql, target string, args []any) (jobboard.WebhookDelivery, error) {
-	q, err := u.writer(ctx)
-	if err != nil {
-		return jobboard.WebhookDelivery{}, err
-	}
-	var emitted []string
-	rows, _ := q.Query(ctx, sql, args...)
-	d, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (jobboard.WebhookDelivery, error) {
-		return scanDeliveryWith(row, &emitted)
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		var enabled bool
-		err = q.QueryRow(ctx, target, args...).Scan(&enabled)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			err = refusal(ctx, q, actor, jobboard.ErrNotFound)
-		case err == nil && !enabled:
-			err = jobboard.ErrWebhookEndpointDisabled
-		case err == nil:
-			err = errors.New("the dispatch wrote nothing to an enabled endpoint")
+// dispatchHistorySQL reads the company's ($1) dispatches within the
+// window ($3 seconds), and those of its endpoint $2, through
+// webhook_dispatches_company_idx, with the database's clock.
+const dispatchHistorySQL = `
+SELECT count(*) FILTER (WHERE endpoint_id = $2), min(dispatched_at) FILTER (WHERE endpoint_id = $2),
+       count(*), min(dispatched_at), now()
+FROM webhook_dispatches
+WHERE company_id = $1 AND dispatched_at > now() - make_interval(secs => $3)`
+
+// dispatch runs a statement that dispatches one delivery by hand (replay,
+// ping) with args, in a transaction that first locks the company's row
+// (so that its dispatches are counted one after the other, exactly) and
+// checks p's bounds; with mergePing, a pending ping of the endpoint is
+// the answer instead, and nothing is written. When the statement
+// dispatches nothing, or a bound refuses it, target (same args) tells
+// whether the target is there and enabled, which is said first: nothing
+// visible (ErrNotFound, or the actor's session has ended), a disabled
+// endpoint.
+func (u *unit) dispatch(ctx context.Context, actor jobboard.Actor, companyID, endpointID int64, p jobboard.WebhookDispatchPolicy,
+	mergePing bool, sql, target string, args []any,
+) (jobboard.WebhookDelivery, error) {
+	var (
+		d       jobboard.WebhookDelivery
+		emitted []string
+	)
+	err := u.inTx(ctx, func(tx pgx.Tx) error {
+		var id int64
+		err := tx.QueryRow(ctx, lockCompanyEndpointsSQL, companyID, actor.UserID, actor.PasswordChangedAt).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return refusal(ctx, tx, actor, jobboard.ErrNotFound)
 		}
-		return jobboard.WebhookDelivery{}, timeout(ctx, err)
-	}
+		if err != nil {
+			return err
+		}
+		if mergePing {
+			rows, _ := tx.Query(ctx, pendingPingSQL, companyID, endpointID)
+			if d, err = pgx.CollectExactlyOneRow(rows, scanDelivery); !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		var (
+			h   jobboard.WebhookDispatchHistory
+			now time.Time
+			eo  *time.Time
+			co  *time.Time
+		)
+		if err := tx.QueryRow(ctx, dispatchHistorySQL, companyID, endpointID, p.Window.Seconds()).
+			Scan(&h.EndpointCount, &eo, &h.CompanyCount, &co, &now); err != nil {
+			return err
+		}
+		h.EndpointOldest, h.CompanyOldest = deref(eo), deref(co)
+		if wait, bound := p.Wait(h, now); wait > 0 {
+			if err := dispatchTarget(ctx, tx, actor, target, args); err != nil {
+				return err
+			}
+			return &jobboard.WebhookDispatchThrottledError{RetryAfter: wait, Bound: bound}
+		}
+		rows, _ := tx.Query(ctx, sql, args...)
+		d, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (jobboard.WebhookDelivery, error) {
+			return scanDeliveryWith(row, &emitted)
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			if err = dispatchTarget(ctx, tx, actor, target, args); err == nil {
+				err = errors.New("the dispatch wrote nothing to an enabled endpoint")
+			}
+		}
+		return err
+	})
 	if err == nil {
 		err = u.emitPayloads(emitted)
 	}
-	return d, timeout(ctx, err)
+	if err != nil {
+		return jobboard.WebhookDelivery{}, timeout(ctx, err)
+	}
+	return d, nil
+}
+
+// dispatchTarget runs target, a statement that tells whether a dispatch's
+// target is there for the actor and enabled. Errors: jobboard.ErrNotFound,
+// jobboard.ErrSessionRevoked, jobboard.ErrWebhookEndpointDisabled, the
+// database's.
+func dispatchTarget(ctx context.Context, q querier, actor jobboard.Actor, target string, args []any) error {
+	var enabled bool
+	err := q.QueryRow(ctx, target, args...).Scan(&enabled)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return refusal(ctx, q, actor, jobboard.ErrNotFound)
+	case err == nil && !enabled:
+		return jobboard.ErrWebhookEndpointDisabled
+	}
+	return err
 }

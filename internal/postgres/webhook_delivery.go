@@ -154,17 +154,25 @@ const endpointSucceededSQL = `ep AS (
 // for $16 seconds; it writes nothing when nothing changes. An endpoint it
 // disables gets one webhook.endpoint_disabled outbox row per member of its
 // company, with ids derived from the endpoint, the member and the time, so
-// a retried statement queues each email once.
+// a retried statement queues each email once; but only when its members
+// were not told within $17 seconds (notified_at): a member can enable an
+// endpoint that answers 410 and ping it again at will, and each disabling
+// must not be another email to the members' addresses. (Whether a member
+// is emailed at all, the worker's claim decides: verified addresses only,
+// webhook_notice.go.)
 const endpointFailedSQL = `ep AS (
 	UPDATE webhook_endpoints AS e SET
 		failing_since = coalesce(e.failing_since, $5),
 		enabled = NOT ($15 OR coalesce(e.failing_since, $5) <= now() - make_interval(secs => $16)),
 		disabled_reason = CASE WHEN $15 THEN 'gone'
 		                       WHEN coalesce(e.failing_since, $5) <= now() - make_interval(secs => $16) THEN 'failing' END,
-		disabled_at = CASE WHEN $15 OR coalesce(e.failing_since, $5) <= now() - make_interval(secs => $16) THEN now() END
+		disabled_at = CASE WHEN $15 OR coalesce(e.failing_since, $5) <= now() - make_interval(secs => $16) THEN now() END,
+		notified_at = CASE WHEN ($15 OR coalesce(e.failing_since, $5) <= now() - make_interval(secs => $16))
+		                        AND (e.notified_at IS NULL OR e.notified_at <= now() - make_interval(secs => $17))
+		                   THEN now() ELSE e.notified_at END
 	WHERE e.id = $14 AND e.enabled
 	  AND (e.failing_since IS NULL OR $15 OR e.failing_since <= now() - make_interval(secs => $16))
-	RETURNING e.company_id, e.enabled, e.disabled_reason, e.disabled_at
+	RETURNING e.company_id, e.enabled, e.disabled_reason, e.disabled_at, e.notified_at = now() AS notify
 ), notice AS (
 	INSERT INTO outbox (event_id, event_type, payload, created_at)
 	SELECT n.id, 'webhook.endpoint_disabled',
@@ -175,7 +183,7 @@ const endpointFailedSQL = `ep AS (
 	FROM ep
 	JOIN company_members m ON m.company_id = ep.company_id
 	CROSS JOIN LATERAL (SELECT md5('webhook-disabled:' || $14 || ':' || m.user_id || ':' || ep.disabled_at)::uuid AS id) n
-	WHERE NOT ep.enabled
+	WHERE NOT ep.enabled AND ep.notify
 )`
 
 var (
@@ -197,7 +205,7 @@ func (db *DB) FinishWebhookAttempt(ctx context.Context, r jobboard.WebhookAttemp
 	sql := finishSucceededSQL
 	if r.State != jobboard.DeliveryDelivered {
 		sql = finishFailedSQL
-		args = append(args, r.Gone, r.DisableAfter.Seconds())
+		args = append(args, r.Gone, r.DisableAfter.Seconds(), jobboard.WebhookNoticeInterval.Seconds())
 	}
 	var (
 		o        jobboard.WebhookAttemptOutcome

@@ -257,11 +257,11 @@ func TestWebhookEndpointsAreForMembersOnly(t *testing.T) {
 			return err
 		},
 		"ping": func(a jobboard.Actor, company, id int64) error {
-			_, err := w.db.PingWebhookEndpoint(ctx, a, company, id)
+			_, err := w.db.PingWebhookEndpoint(ctx, a, company, id, jobboard.DefaultWebhookDispatchPolicy)
 			return err
 		},
 		"replay": func(a jobboard.Actor, company, id int64) error {
-			_, err := w.db.ReplayWebhookDelivery(ctx, a, company, id, 1)
+			_, err := w.db.ReplayWebhookDelivery(ctx, a, company, id, 1, jobboard.DefaultWebhookDispatchPolicy)
 			return err
 		},
 		"delete": func(a jobboard.Actor, company, id int64) error {
@@ -299,7 +299,7 @@ func TestWebhookEndpointLifecycle(t *testing.T) {
 	if err != nil || got.Enabled || got.DisabledReason != jobboard.DisabledByMember || got.DisabledAt == nil || got.URL != "https://new.example.com/x" {
 		t.Fatalf("disable: %+v, %v", got, err)
 	}
-	if _, err := w.db.PingWebhookEndpoint(ctx, w.employer, w.company.ID, e.ID); !errors.Is(err, jobboard.ErrWebhookEndpointDisabled) {
+	if _, err := w.db.PingWebhookEndpoint(ctx, w.employer, w.company.ID, e.ID, jobboard.DefaultWebhookDispatchPolicy); !errors.Is(err, jobboard.ErrWebhookEndpointDisabled) {
 		t.Errorf("ping a disabled endpoint: %v", err)
 	}
 	if _, err := w.db.Pool.Exec(ctx, `UPDATE webhook_endpoints SET failing_since = now() WHERE id = $1`, e.ID); err != nil {
@@ -351,13 +351,37 @@ func deliverer(t testing.TB, w world) *pgtest.DB {
 func pingEndpoint(t testing.TB, w world, endpointID int64) jobboard.Event {
 	t.Helper()
 	evs := pgtest.MustWrite(t, w.db.DB, func(st jobboard.Writes) error {
-		_, err := st.PingWebhookEndpoint(context.Background(), w.employer, w.company.ID, endpointID)
+		_, err := st.PingWebhookEndpoint(context.Background(), w.employer, w.company.ID, endpointID, jobboard.DefaultWebhookDispatchPolicy)
 		return err
 	})
 	if len(evs) != 1 {
 		t.Fatalf("ping handed back %d events", len(evs))
 	}
 	return evs[0]
+}
+
+// closeJobDelivery posts a job and closes it: a job.closed delivery to
+// each endpoint that wants it, of which it returns the first's event (a
+// second ping while one is pending would be that one, so tests that need
+// two pending deliveries make the second this way).
+func closeJobDelivery(t testing.TB, w world) jobboard.Event {
+	t.Helper()
+	ctx := context.Background()
+	closed := jobboard.JobClosed
+	for _, ev := range pgtest.MustWrite(t, w.db.DB, func(st jobboard.Writes) error {
+		j, err := st.CreateJob(ctx, w.employer, w.company.ID, newJob("Closing"))
+		if err != nil {
+			return err
+		}
+		_, err = st.UpdateJob(ctx, w.employer, j.ID, jobboard.JobPatch{Status: &closed})
+		return err
+	}) {
+		if ev.Type == jobboard.EventTypeWebhookDelivery {
+			return ev
+		}
+	}
+	t.Fatal("closing a job dispatched no delivery")
+	return jobboard.Event{}
 }
 
 func TestWebhookAttemptsAsTheDeliveryRole(t *testing.T) {
@@ -441,7 +465,7 @@ func TestWebhookAttemptsAsTheDeliveryRole(t *testing.T) {
 	// A replay is a new dispatch of the same event: the message of the
 	// first finds it stale, the new one leases it.
 	replayed, re, err := pgtest.Write(ctx, w.db.DB, func(st jobboard.Writes) (jobboard.WebhookDelivery, error) {
-		return st.ReplayWebhookDelivery(ctx, w.employer, w.company.ID, e.ID, ev.DeliveryID)
+		return st.ReplayWebhookDelivery(ctx, w.employer, w.company.ID, e.ID, ev.DeliveryID, jobboard.DefaultWebhookDispatchPolicy)
 	})
 	if err != nil || replayed.State != jobboard.DeliveryPending || replayed.EventID != entry.EventID || replayed.Attempts != 0 {
 		t.Fatalf("replay: %+v, %v", replayed, err)
@@ -487,7 +511,7 @@ func TestWebhookEndpointIsDisabled(t *testing.T) {
 				}
 			}
 			ev := pingEndpoint(t, w, e.ID)
-			second := pingEndpoint(t, w, e.ID)
+			second := closeJobDelivery(t, w)
 			target, err := d.BeginWebhookAttempt(ctx, ev.DeliveryID, ev.Generation, time.Minute)
 			if err != nil || target.Outcome != "" {
 				t.Fatalf("begin: %+v, %v", target, err)
@@ -540,7 +564,7 @@ func TestWebhookEndpointIsDisabled(t *testing.T) {
 			if st != jobboard.DeliveryFailed || fr != jobboard.FailureEndpointDisabled {
 				t.Errorf("the other delivery: %s %s", st, fr)
 			}
-			_, err = w.db.ReplayWebhookDelivery(ctx, w.employer, w.company.ID, e.ID, second.DeliveryID)
+			_, err = w.db.ReplayWebhookDelivery(ctx, w.employer, w.company.ID, e.ID, second.DeliveryID, jobboard.DefaultWebhookDispatchPolicy)
 			wantErr(t, err, jobboard.ErrWebhookEndpointDisabled)
 		})
 	}
@@ -588,7 +612,7 @@ func TestWebhookBacklogAndRetention(t *testing.T) {
 	w := newWorld(t)
 	e := mustEndpoint(t, w, jobboard.WebhookEventTypes...)
 	pingEndpoint(t, w, e.ID)
-	pingEndpoint(t, w, e.ID)
+	closeJobDelivery(t, w)
 	if _, err := w.db.Pool.Exec(ctx, `UPDATE webhook_deliveries SET dispatched_at = now() - interval '90 seconds'
 		WHERE id = (SELECT min(id) FROM webhook_deliveries)`); err != nil {
 		t.Fatal(err)
@@ -660,11 +684,11 @@ func TestWebhookStoreRefusesEndedSessions(t *testing.T) {
 			return err
 		}},
 		{"ping", func(a jobboard.Actor) error {
-			_, err := w.db.PingWebhookEndpoint(ctx, a, w.company.ID, e.ID)
+			_, err := w.db.PingWebhookEndpoint(ctx, a, w.company.ID, e.ID, jobboard.DefaultWebhookDispatchPolicy)
 			return err
 		}},
 		{"replay", func(a jobboard.Actor) error {
-			_, err := w.db.ReplayWebhookDelivery(ctx, a, w.company.ID, e.ID, ping.DeliveryID)
+			_, err := w.db.ReplayWebhookDelivery(ctx, a, w.company.ID, e.ID, ping.DeliveryID, jobboard.DefaultWebhookDispatchPolicy)
 			return err
 		}},
 		{"rotate", func(a jobboard.Actor) error {

@@ -60,20 +60,32 @@ func benchDeliveries(b *testing.B, batch int) {
 		b.Fatal(err)
 	}
 	sealed, _ := sealer.Seal([]byte(jobboard.NewWebhookSecret()), jobboard.WebhookSecretContext(co.ID))
-	e, err := db.CreateWebhookEndpoint(ctx, boss, co.ID, jobboard.NewWebhookEndpoint{URL: rc.URL + "/in", EventTypes: []string{"job.closed"}}, sealed)
+	_, err = db.CreateWebhookEndpoint(ctx, boss, co.ID, jobboard.NewWebhookEndpoint{URL: rc.URL + "/in", EventTypes: []string{"job.closed"}}, sealed)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The deliveries to make: pings, dispatched before the clock starts.
+	// The deliveries to make: job.closed events, dispatched before the
+	// clock starts (pings would not do: a ping while one is pending is
+	// that one).
 	rounds := max(1, (b.N+batch-1)/batch)
 	batches := make([]events.SQSEvent, rounds)
+	closed := jobboard.JobClosed
 	for i := range batches {
 		for j := range batch {
-			pinged := pgtest.MustWrite(b, db.DB, func(st jobboard.Writes) error {
-				_, err := st.PingWebhookEndpoint(ctx, boss, co.ID, e.ID)
+			var delivery jobboard.Event
+			for _, ev := range pgtest.MustWrite(b, db.DB, func(st jobboard.Writes) error {
+				job, err := st.CreateJob(ctx, boss, co.ID, jobboard.NewJob{Title: "Bench", Description: "d", EmploymentType: jobboard.FullTime})
+				if err != nil {
+					return err
+				}
+				_, err = st.UpdateJob(ctx, boss, job.ID, jobboard.JobPatch{Status: &closed})
 				return err
-			})
-			body, _ := jobboard.EncodeEvent(pinged[0])
+			}) {
+				if ev.Type == jobboard.EventTypeWebhookDelivery {
+					delivery = ev
+				}
+			}
+			body, _ := jobboard.EncodeEvent(delivery)
 			batches[i].Records = append(batches[i].Records, events.SQSMessage{MessageId: fmt.Sprintf("m-%d-%d", i, j), Body: string(body)})
 		}
 	}

@@ -124,7 +124,7 @@ func (h *Handler) notOwned(ctx context.Context, msg events.SQSMessage, ev jobboa
 		h.logRecord(ctx, slog.LevelWarn, "application no longer exists; skipped", msg.MessageId, ev, o, c.Token)
 	case jobboard.OutcomeRecipientUnverified:
 		// The rule working as meant, not a fault: INFO, and a metric.
-		h.logRecord(ctx, slog.LevelInfo, "candidate's address is not verified; no status email", msg.MessageId, ev, o, c.Token)
+		h.logRecord(ctx, slog.LevelInfo, "recipient's address is not verified; not emailed", msg.MessageId, ev, o, c.Token)
 	case jobboard.OutcomeSuperseded:
 		// The order working as meant: a newer status of the application
 		// has been emailed, or is being emailed; this older one must not

@@ -44,7 +44,7 @@ func (h *Handler) suppressed(ctx, dbCtx context.Context, m *marker, msg events.S
 		return result{outcome: outcomeStoreError, failed: true, retry: retrySoon, answered: true, storeErr: err,
 			stop: "the database failed on an earlier record"}, true
 	}
-	if !found || !sup.Blocks(ev.Type) {
+	if !found || !sup.Blocks(ev.Type, c.Recipient.VerifiedAt) {
 		return result{}, false
 	}
 	err = sqsbatch.Retry(dbCtx, func() error {

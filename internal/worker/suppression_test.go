@@ -117,29 +117,56 @@ func TestVerificationLiftsABounceSuppression(t *testing.T) {
 	}
 }
 
-// A complaint is not lifted by the verification flow: a verified account
-// cannot ask for a link (it is verified), and an unverified one's link is
-// not sent to the address that complained.
+// A complaint is not lifted by the verification flow, and stops the
+// verification link of an account that has not verified the address (who
+// registers an address that complained cannot mail it). An account that
+// verified the address before the complaint may ask for a new link, which
+// is sent through the complaint: following it shows the address is still
+// its own, which a withdrawal asks for, and leaves the complaint in place.
 func TestVerificationDoesNotLiftAComplaint(t *testing.T) {
 	t.Parallel()
 	e := workertest.New(t, workertest.Options{})
 	ctx := context.Background()
-	app := e.NewApp(t)
-	suppress(t, e, jobboard.FeedbackComplained, app.CandidateEmail)
-	if err := e.Writes.RequestVerification(ctx, app.Candidate.UserID, jobboard.DefaultVerificationPolicy, time.Now()); !errors.Is(err, jobboard.ErrAlreadyVerified) {
-		t.Errorf("RequestVerification after a complaint = %v, want ErrAlreadyVerified", err)
-	}
+	h := e.Handler(t, e.Sender)
 
 	u, ev := newAccount(t, e)
 	suppress(t, e, jobboard.FeedbackComplained, u.Email)
 	e.SendBody(t, workertest.Body(t, ev))
-	e.Drain(t, e.Poller(e.Handler(t, e.Sender)), 30*time.Second)
+	e.Drain(t, e.Poller(h), 30*time.Second)
 	wantClaim(t, e, ev.EventID, "suppressed")
 	if got := e.EmailsTo(t, u.Email); len(got) != 0 {
 		t.Errorf("%d verification emails to an address that complained, want none", len(got))
 	}
-	if s, found, err := e.DB.Suppression(ctx, u.Email); err != nil || !found || s.Reason != jobboard.SuppressedByComplaint {
+
+	app := e.NewApp(t)
+	suppress(t, e, jobboard.FeedbackComplained, app.CandidateEmail)
+	if _, err := e.Writes.WithdrawComplaint(ctx, app.Candidate); !errors.Is(err, jobboard.ErrVerificationRequired) {
+		t.Fatalf("withdrawal by an account verified before the complaint = %v, want ErrVerificationRequired", err)
+	}
+	_, evs, err := pgtest.Write(ctx, e.DB, func(st jobboard.Writes) (struct{}, error) {
+		return struct{}{}, st.RequestVerification(ctx, app.Candidate.UserID, jobboard.DefaultVerificationPolicy, time.Now())
+	})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("RequestVerification after a complaint: %+v, %v", evs, err)
+	}
+	e.SendBody(t, workertest.Body(t, evs[0]))
+	e.Drain(t, e.Poller(h), 30*time.Second)
+	wantClaim(t, e, evs[0].EventID, "sent")
+	emails := e.EmailsTo(t, app.CandidateEmail)
+	if len(emails) != 1 {
+		t.Fatalf("%d emails to %s, want the verification email", len(emails), app.CandidateEmail)
+	}
+	if _, err := e.Writes.VerifyEmail(ctx, jobboard.HashVerificationToken(workertest.VerificationToken(t, emails[0])), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if s, found, err := e.DB.Suppression(ctx, app.CandidateEmail); err != nil || !found || s.Reason != jobboard.SuppressedByComplaint {
 		t.Errorf("suppression = %+v, %v, %v; want the complaint kept", s, found, err)
+	}
+	if err := e.Writes.RequestVerification(ctx, app.Candidate.UserID, jobboard.DefaultVerificationPolicy, time.Now().Add(time.Hour)); !errors.Is(err, jobboard.ErrAlreadyVerified) {
+		t.Errorf("RequestVerification once verified since the complaint = %v, want ErrAlreadyVerified", err)
+	}
+	if d, err := e.Writes.WithdrawComplaint(ctx, app.Candidate); err != nil || !d.Deliverable {
+		t.Errorf("withdrawal once verified since the complaint = %+v, %v; want deliverable", d, err)
 	}
 }
 
@@ -168,6 +195,11 @@ func TestWithdrawnComplaintLetsTheNextStatusEmailOut(t *testing.T) {
 		t.Fatalf("suppression after another account's withdrawal = %+v, %v, %v; want the complaint", s, found, err)
 	}
 
+	// The owner verifies the address again (the verification flow is
+	// TestVerificationDoesNotLiftAComplaint's), then withdraws.
+	if _, err := e.Pool.Exec(ctx, `UPDATE users SET email_verified_at = now() WHERE id = $1`, app.Candidate.UserID); err != nil {
+		t.Fatal(err)
+	}
 	d, err := e.Writes.WithdrawComplaint(ctx, app.Candidate)
 	if err != nil || !d.Deliverable {
 		t.Fatalf("WithdrawComplaint = %+v, %v; want deliverable", d, err)

@@ -137,17 +137,17 @@ func (db *DB) RotateWebhookSecret(ctx context.Context, a jobboard.Actor, company
 
 // ReplayWebhookDelivery is jobboard.Writes' ReplayWebhookDelivery, as its
 // own unit of work.
-func (db *DB) ReplayWebhookDelivery(ctx context.Context, a jobboard.Actor, companyID, endpointID, deliveryID int64) (jobboard.WebhookDelivery, error) {
+func (db *DB) ReplayWebhookDelivery(ctx context.Context, a jobboard.Actor, companyID, endpointID, deliveryID int64, p jobboard.WebhookDispatchPolicy) (jobboard.WebhookDelivery, error) {
 	return unkeyed(ctx, db, func(st jobboard.Writes) (jobboard.WebhookDelivery, error) {
-		return st.ReplayWebhookDelivery(ctx, a, companyID, endpointID, deliveryID)
+		return st.ReplayWebhookDelivery(ctx, a, companyID, endpointID, deliveryID, p)
 	})
 }
 
 // PingWebhookEndpoint is jobboard.Writes' PingWebhookEndpoint, as its own
 // unit of work.
-func (db *DB) PingWebhookEndpoint(ctx context.Context, a jobboard.Actor, companyID, endpointID int64) (jobboard.WebhookDelivery, error) {
+func (db *DB) PingWebhookEndpoint(ctx context.Context, a jobboard.Actor, companyID, endpointID int64, p jobboard.WebhookDispatchPolicy) (jobboard.WebhookDelivery, error) {
 	return unkeyed(ctx, db, func(st jobboard.Writes) (jobboard.WebhookDelivery, error) {
-		return st.PingWebhookEndpoint(ctx, a, companyID, endpointID)
+		return st.PingWebhookEndpoint(ctx, a, companyID, endpointID, p)
 	})
 }
 

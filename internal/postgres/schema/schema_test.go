@@ -119,8 +119,12 @@ func holdWriterLock(t *testing.T, url, table string) func() {
 	return release
 }
 
-// A migration that needs a lock another session holds (009 adds a foreign
-// key to applications, which waits for every writer of applications) gives
+// lockingMigration is a migration that needs a lock on applications: 009
+// adds a foreign key to it, which waits for every writer of the table.
+// The tests below start just before it, whatever migrations come after.
+const lockingMigration int32 = 9
+
+// A migration that needs a lock another session holds (lockingMigration) gives
 // up after its lock_timeout, rather than queueing every later statement on
 // the table behind it, rolls back, and is made again after a pause until
 // it gets the lock.
@@ -128,7 +132,8 @@ func TestAMigrationBlockedByALockGivesUpAndRetries(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewEmptyURL(t)
 	embedded := pgtest.EmbeddedMigrations(t)
-	pgtest.MigrateTo(t, url, embedded-2)
+	before := lockingMigration - 1
+	pgtest.MigrateTo(t, url, before)
 	release := holdWriterLock(t, url, "applications")
 
 	timedOut := make(chan error, 100)
@@ -145,8 +150,8 @@ func TestAMigrationBlockedByALockGivesUpAndRetries(t *testing.T) {
 		if !errors.As(first, &pgErr) || pgErr.Code != "55P03" {
 			t.Errorf("the blocked attempt failed with %v; want lock_not_available (55P03)", first)
 		}
-		if v := pgtest.SchemaVersion(t, url); v != embedded-2 {
-			t.Errorf("schema version %d after the blocked attempt; want %d (the migration rolled back)", v, embedded-2)
+		if v := pgtest.SchemaVersion(t, url); v != before {
+			t.Errorf("schema version %d after the blocked attempt; want %d (the migration rolled back)", v, before)
 		}
 	case <-done:
 		t.Fatalf("Apply ended (%+v, %v) while the lock was held", r, err)
@@ -155,8 +160,8 @@ func TestAMigrationBlockedByALockGivesUpAndRetries(t *testing.T) {
 	}
 	release()
 	<-done
-	if err != nil || r.From != embedded-2 || r.To != embedded || r.LockTimeouts < 1 {
-		t.Errorf("Apply: %+v, %v; want %d → %d after at least one lock timeout", r, err, embedded-2, embedded)
+	if err != nil || r.From != before || r.To != embedded || r.LockTimeouts < 1 {
+		t.Errorf("Apply: %+v, %v; want %d → %d after at least one lock timeout", r, err, before, embedded)
 	}
 	if v := pgtest.SchemaVersion(t, url); v != embedded {
 		t.Errorf("schema version %d; want %d", v, embedded)
@@ -168,8 +173,8 @@ func TestAMigrationBlockedByALockGivesUpAndRetries(t *testing.T) {
 func TestAMigrationBlockedUntilTheDeadlineFails(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewEmptyURL(t)
-	embedded := pgtest.EmbeddedMigrations(t)
-	pgtest.MigrateTo(t, url, embedded-2)
+	before := lockingMigration - 1
+	pgtest.MigrateTo(t, url, before)
 	holdWriterLock(t, url, "applications")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -178,7 +183,7 @@ func TestAMigrationBlockedUntilTheDeadlineFails(t *testing.T) {
 	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" || r.LockTimeouts < 1 {
 		t.Errorf("Apply: %+v, %v; want the lock timeout after at least one attempt", r, err)
 	}
-	if v := pgtest.SchemaVersion(t, url); v != embedded-2 {
-		t.Errorf("schema version %d; want %d", v, embedded-2)
+	if v := pgtest.SchemaVersion(t, url); v != before {
+		t.Errorf("schema version %d; want %d", v, before)
 	}
 }
