@@ -5,10 +5,10 @@
 // private subnets is reachable. CloudFormation invokes it for the custom
 // resource SchemaMigration when the stack is created and whenever a deploy
 // publishes a new version of it, and it answers CloudFormation's requests;
-// the PreTraffic hook (internal/deployhook) invokes it again before any
+// the PreTraffic hook (internal/pretraffichook) invokes it again before any
 // traffic moves to a new version; any other event (an invocation by hand)
 // migrates too, answering {"migrated": true, "schema_version": N, ...} or
-// failing the invocation (internal/schemamigration).
+// failing the invocation (internal/migrate).
 //
 // Outside Lambda (AWS_LAMBDA_RUNTIME_API unset) it migrates once and exits.
 //
@@ -34,8 +34,8 @@ import (
 	"syscall"
 
 	"github.com/jobboard/jobboard/internal/function"
+	"github.com/jobboard/jobboard/internal/migrate"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
-	"github.com/jobboard/jobboard/internal/schemamigration"
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // store into a binary that keeps every exported method (text/template).
 func wire(s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
 	secrets := secret.NewClient(s.AWS)
-	handler, err := schemamigration.New(schemamigration.Config{
+	handler, err := migrate.New(migrate.Config{
 		Migrate: func(ctx context.Context) (schema.Report, error) {
 			databaseURL, _, err := secret.Database(ctx, getenv, secrets)
 			if err != nil {

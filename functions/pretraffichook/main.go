@@ -4,7 +4,7 @@
 // (functions/migrate: the embedded migrations under the advisory lock, as
 // `make migrate` applies them), smoke-tests the API's new version by
 // invoking it, and reports Succeeded or Failed to CodeDeploy (see
-// internal/deployhook). Invoked by hand with an empty event (the
+// internal/pretraffichook). Invoked by hand with an empty event (the
 // runbook's check of a running stack), it does the same without a report
 // and answers with its result.
 //
@@ -32,8 +32,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/codedeploy"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
-	"github.com/jobboard/jobboard/internal/deployhook"
 	"github.com/jobboard/jobboard/internal/function"
+	"github.com/jobboard/jobboard/internal/pretraffichook"
 )
 
 func main() {
@@ -94,10 +94,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // prints its result on stdout and fails when a step did.
 func wire(s settings, stdout io.Writer) (*function.Wiring, error) {
 	lambdaClient := awslambda.NewFromConfig(s.AWS)
-	hook, err := deployhook.New(deployhook.Config{
-		Migrate:  deployhook.Invoked(deployhook.Lambda{Client: lambdaClient, FunctionName: s.migrateVersionARN}),
-		API:      deployhook.Lambda{Client: lambdaClient, FunctionName: s.apiVersionARN},
-		Reporter: deployhook.CodeDeploy{Client: codedeploy.NewFromConfig(s.AWS)},
+	hook, err := pretraffichook.New(pretraffichook.Config{
+		Migrate:  pretraffichook.Invoked(pretraffichook.Lambda{Client: lambdaClient, FunctionName: s.migrateVersionARN}),
+		API:      pretraffichook.Lambda{Client: lambdaClient, FunctionName: s.apiVersionARN},
+		Reporter: pretraffichook.CodeDeploy{Client: codedeploy.NewFromConfig(s.AWS)},
 		Logger:   s.Logger(stdout),
 	})
 	if err != nil {
@@ -106,7 +106,7 @@ func wire(s settings, stdout io.Writer) (*function.Wiring, error) {
 	return &function.Wiring{
 		Handler: hook.Handle,
 		Local: func(ctx context.Context) error {
-			res, err := hook.Handle(ctx, deployhook.Event{})
+			res, err := hook.Handle(ctx, pretraffichook.Event{})
 			out, _ := json.Marshal(res)
 			fmt.Fprintln(stdout, string(out))
 			return err

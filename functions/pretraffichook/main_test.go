@@ -13,7 +13,7 @@ func env(m map[string]string) func(string) string {
 
 // The hook needs the versions to migrate with and to smoke-test; the error
 // names every one missing. (Its work, under the Lambda runtime emulator:
-// internal/dev/deploy; its logic: internal/deployhook.)
+// internal/dev/deploy; its logic: internal/pretraffichook.)
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
