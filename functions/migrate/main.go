@@ -26,13 +26,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/jobboard/jobboard/functions/migrate/settings"
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/migrate"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
@@ -49,23 +49,6 @@ func main() {
 	}
 }
 
-// settings is what run reads from the environment.
-type settings struct {
-	function.Settings
-}
-
-// loadSettings reads the settings; the error names every variable that is
-// missing or malformed. The database's URL is looked up at each invocation
-// (see wire).
-func loadSettings(getenv func(string) string) (settings, error) {
-	shared, err := function.Load(getenv)
-	problems := []error{err}
-	if getenv("DATABASE_URL") == "" && getenv("DATABASE_SECRET_ARN") == "" {
-		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN))
-	}
-	return settings{Settings: shared}, errors.Join(problems...)
-}
-
 // run is main without the process: it reads the settings, wires the
 // handler and hands it to the Lambda runtime, which does not return, or
 // outside Lambda migrates once.
@@ -73,11 +56,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 1 {
 		return fmt.Errorf("unknown command %q: the migration function takes none", args[1])
 	}
-	s, err := loadSettings(getenv)
+	s, err := settings.Load(getenv)
 	if err != nil {
 		return err
 	}
-	w, err := wire(s, getenv, stdout)
+	w, err := wire(ctx, s, stdout)
 	if err != nil {
 		return err
 	}
@@ -89,11 +72,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // password never fails a deploy. It opens no pool (schema.Apply connects
 // once), so it does not go through package database, which would link the
 // store into a binary that keeps every exported method (text/template).
-func wire(s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
+func wire(_ context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	secrets := secret.NewClient(s.AWS)
 	handler, err := migrate.New(migrate.Config{
 		Migrate: func(ctx context.Context) (schema.Report, error) {
-			databaseURL, _, err := secret.Database(ctx, getenv, secrets)
+			databaseURL, _, err := secret.Database(ctx, s.Database, secrets)
 			if err != nil {
 				return schema.Report{}, fmt.Errorf("database: %w", err)
 			}

@@ -22,7 +22,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/codedeploy"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
+	"github.com/jobboard/jobboard/functions/pretraffichook/settings"
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/pretraffichook"
 )
@@ -46,32 +46,6 @@ func main() {
 	}
 }
 
-// settings is what run reads from the environment.
-type settings struct {
-	function.Settings
-	migrateVersionARN string
-	apiVersionARN     string
-}
-
-// loadSettings reads the settings; the error names every variable that is
-// missing or malformed.
-func loadSettings(getenv func(string) string) (settings, error) {
-	shared, err := function.Load(getenv)
-	s := settings{
-		Settings:          shared,
-		migrateVersionARN: getenv("MIGRATE_FUNCTION_VERSION_ARN"),
-		apiVersionARN:     getenv("API_FUNCTION_VERSION_ARN"),
-	}
-	problems := []error{err}
-	if s.migrateVersionARN == "" {
-		problems = append(problems, errors.New("MIGRATE_FUNCTION_VERSION_ARN is not set"))
-	}
-	if s.apiVersionARN == "" {
-		problems = append(problems, errors.New("API_FUNCTION_VERSION_ARN is not set"))
-	}
-	return s, errors.Join(problems...)
-}
-
 // run is main without the process: it reads the settings, wires the hook
 // and hands it to the Lambda runtime, which does not return, or outside
 // Lambda runs it once.
@@ -79,11 +53,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 1 {
 		return fmt.Errorf("unknown command %q: the deploy hook takes none", args[1])
 	}
-	s, err := loadSettings(getenv)
+	s, err := settings.Load(getenv)
 	if err != nil {
 		return err
 	}
-	w, err := wire(s, stdout)
+	w, err := wire(ctx, s, stdout)
 	if err != nil {
 		return err
 	}
@@ -92,11 +66,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // wire builds the hook from its settings. Outside Lambda it runs once,
 // prints its result on stdout and fails when a step did.
-func wire(s settings, stdout io.Writer) (*function.Wiring, error) {
+func wire(_ context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	lambdaClient := awslambda.NewFromConfig(s.AWS)
 	hook, err := pretraffichook.New(pretraffichook.Config{
-		Migrate:  pretraffichook.Invoked(pretraffichook.Lambda{Client: lambdaClient, FunctionName: s.migrateVersionARN}),
-		API:      pretraffichook.Lambda{Client: lambdaClient, FunctionName: s.apiVersionARN},
+		Migrate:  pretraffichook.Invoked(pretraffichook.Lambda{Client: lambdaClient, FunctionName: s.MigrateVersionARN}),
+		API:      pretraffichook.Lambda{Client: lambdaClient, FunctionName: s.APIVersionARN},
 		Reporter: pretraffichook.CodeDeploy{Client: codedeploy.NewFromConfig(s.AWS)},
 		Logger:   s.Logger(stdout),
 	})

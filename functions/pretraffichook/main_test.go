@@ -54,15 +54,3 @@ func TestRunsOnceOutsideLambda(t *testing.T) {
 		t.Errorf("run: %v, output %s; want a failed migration step", err, out.String())
 	}
 }
-
-// An environment that lacks every required setting, with a malformed one,
-// gets one error that names each of them, not the first alone.
-func TestMissingSettingsAreListedAtOnce(t *testing.T) {
-	t.Parallel()
-	_, err := loadSettings(env(map[string]string{"LOG_LEVEL": "loud"}))
-	for _, name := range []string{"MIGRATE_FUNCTION_VERSION_ARN", "API_FUNCTION_VERSION_ARN", "LOG_LEVEL"} {
-		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("nothing set, LOG_LEVEL=loud: %v; want %s named", err, name)
-		}
-	}
-}
