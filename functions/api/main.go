@@ -35,9 +35,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
@@ -53,15 +50,11 @@ import (
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "api:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("api", run) }
+
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // minSecretLen is the shortest JWT_SECRET accepted: HS256 wants a key of at
 // least the hash size.
@@ -124,33 +117,13 @@ func tokenKeys(src *secret.JWTKeySource) httpapi.TokenKeySource {
 	}
 }
 
-// run is main without the process: it returns instead of exiting, and takes
-// the arguments, environment and output as parameters so that tests can call
-// it. It reads the settings, wires the API, and hands it to the Lambda
-// runtime, which does not return, or outside Lambda serves it on
-// 127.0.0.1:PORT until ctx ends.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the API takes none (migrations: make migrate)", args[1])
-	}
-	s, err := settings.Load(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, s, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
-
 // wire builds the API from its settings: it looks up its secrets (the JWT
 // keys, the webhook sealing key, the database's; see package secret),
-// opens the database, and builds the handler. Inside
-// Lambda the handler serves API Gateway HTTP API (payload v2) events, each
-// with a deadline answerMargin before the invocation's, over Lambda's pool,
-// and writes a metric line per request to stdout (the log stream);
-// outside, it serves HTTP (serveLocal).
+// opens the database, and builds the handler. Inside Lambda the handler
+// serves API Gateway HTTP API (payload v2) events, each with a deadline
+// answerMargin before the invocation's, over Lambda's pool, and writes a
+// metric line per request to stdout (the log stream); outside, it serves
+// HTTP on 127.0.0.1:PORT until ctx ends (serveLocal).
 func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
 	secrets := secret.NewClient(s.AWS) // used only when a secret comes from Secrets Manager

@@ -22,11 +22,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -40,15 +36,11 @@ import (
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "feedback:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("feedback", run) }
+
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // The database session, as the worker's. One connection serves a batch:
 // its records are applied one after the other, one short statement each.
@@ -57,24 +49,6 @@ const (
 	idleInTx    = 10 * time.Second
 	poolSize    = 1
 )
-
-// run is main without the process: it reads the settings, wires the
-// handler and hands it to the Lambda runtime, which does not return, or
-// outside Lambda to a local poller, which returns when ctx ends.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the feedback function takes none", args[1])
-	}
-	s, err := settings.Load(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, s, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
 
 // wire builds the handler from its settings; stdout takes its log and
 // metric lines. Outside Lambda a local poller plays the event source

@@ -28,9 +28,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/jobboard/jobboard/functions/migrate/settings"
 	"github.com/jobboard/jobboard/internal/function"
@@ -39,33 +36,11 @@ import (
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "migrate:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("migrate", run) }
 
-// run is main without the process: it reads the settings, wires the
-// handler and hands it to the Lambda runtime, which does not return, or
-// outside Lambda migrates once.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the migration function takes none", args[1])
-	}
-	s, err := settings.Load(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, s, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // wire builds the handler: each migration looks the database's URL up
 // again (secret.Database: DATABASE_URL, or the secret), so that a rotated

@@ -24,9 +24,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/service/codedeploy"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -36,33 +33,11 @@ import (
 	"github.com/jobboard/jobboard/internal/pretraffichook"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pretraffichook:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("pretraffichook", run) }
 
-// run is main without the process: it reads the settings, wires the hook
-// and hands it to the Lambda runtime, which does not return, or outside
-// Lambda runs it once.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the deploy hook takes none", args[1])
-	}
-	s, err := settings.Load(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, s, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // wire builds the hook from its settings. Outside Lambda it runs once,
 // prints its result on stdout and fails when a step did.

@@ -21,11 +21,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -40,33 +36,11 @@ import (
 	"github.com/jobboard/jobboard/internal/sweeper"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sweeper:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("sweeper", run) }
 
-// run is main without the process: it reads the settings, wires the
-// sweeper and hands it to the Lambda runtime, which does not return, or
-// outside Lambda sweeps on a timer until ctx ends.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the sweeper takes none", args[1])
-	}
-	s, err := settings.Load(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, s, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // sweepLocally sweeps at once and then every interval until ctx ends. A
 // failed sweep is logged by the sweeper and tried again next time, as the
@@ -85,8 +59,7 @@ func sweepLocally(ctx context.Context, interval time.Duration, sw *sweeper.Sweep
 }
 
 // wire builds the sweeper from its settings; stdout takes its log and
-// metric lines. Outside Lambda
-// it sweeps every interval (sweepLocally).
+// metric lines. Outside Lambda it sweeps every interval (sweepLocally).
 func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
 	client := sqs.NewFromConfig(s.AWS)

@@ -32,11 +32,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
@@ -53,15 +49,11 @@ import (
 	"github.com/jobboard/jobboard/internal/worker"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("worker", run) }
+
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // The worker's database session: a claim that waits longer than lockTimeout
 // behind another worker fails (and is retried) instead of queueing, and a
@@ -78,28 +70,10 @@ const (
 // a whole batch of concurrent records, whose time goes to SES.
 const poolSize = 2
 
-// run is main without the process: it reads the settings, wires the worker
-// and hands its handler to the Lambda runtime, which does not return, or
-// outside Lambda to a local poller, which returns when ctx ends.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the worker takes none", args[1])
-	}
-	s, err := settings.Load(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, s, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
-
 // wire builds the worker from its settings; stdout takes its log and
-// metric lines. Outside Lambda a
-// poller plays the event source mapping: batches of up to ten from
-// STATUS_EVENTS_QUEUE_URL, failures left for redelivery.
+// metric lines. Outside Lambda a poller plays the event source mapping:
+// batches of up to ten from STATUS_EVENTS_QUEUE_URL, failures left for
+// redelivery.
 func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
 	sender, err := mail.NewSender(sesv2.NewFromConfig(s.AWS), s.MailFrom)
