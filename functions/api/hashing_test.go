@@ -4,71 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/jobboard/jobboard/functions/api/settings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/jobboard/jobboard/internal/function/database"
-	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 )
-
-// PASSWORD_HASH_CONCURRENCY sets the hashing slots; unset, they follow the
-// cores and the memory the process may take.
-func TestPasswordHashesSetting(t *testing.T) {
-	t.Parallel()
-	cfg, err := loadSettings(withDB(map[string]string{"PASSWORD_HASH_CONCURRENCY": "3"}))
-	if err != nil || cfg.passwordHashes != 3 {
-		t.Fatalf("PASSWORD_HASH_CONCURRENCY=3: %d, %v", cfg.passwordHashes, err)
-	}
-	cfg, err = loadSettings(withDB(map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}))
-	if err != nil || cfg.passwordHashes != 1 {
-		t.Fatalf("a 128 MB Lambda: %d slots, %v; want 1", cfg.passwordHashes, err)
-	}
-	cfg, err = loadSettings(withDB(map[string]string{}))
-	want := httpapi.PasswordHashConcurrency(runtime.GOMAXPROCS(0), memoryLimit(env(nil), readNothing), httpapi.DefaultPasswordParams)
-	if err != nil || cfg.passwordHashes < 1 || cfg.passwordHashes > want {
-		t.Fatalf("default: %d slots, %v; want 1 to %d", cfg.passwordHashes, err, want)
-	}
-}
-
-func readNothing(string) ([]byte, error) { return nil, fs.ErrNotExist }
-
-// The memory limit is Lambda's memory size there, else the lowest of the
-// cgroup's memory.max and the machine's MemTotal.
-func TestMemoryLimit(t *testing.T) {
-	t.Parallel()
-	files := func(m map[string]string) func(string) ([]byte, error) {
-		return func(name string) ([]byte, error) {
-			if v, ok := m[name]; ok {
-				return []byte(v), nil
-			}
-			return nil, fs.ErrNotExist
-		}
-	}
-	meminfo := "MemTotal:       24576000 kB\nMemFree:         1000 kB\n"
-	for _, tt := range []struct {
-		name  string
-		env   map[string]string
-		files map[string]string
-		want  int64
-	}{
-		{"Lambda", map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}, map[string]string{"/proc/meminfo": meminfo}, 512 << 20},
-		{"machine", nil, map[string]string{"/proc/meminfo": meminfo}, 24576000 << 10},
-		{"container", nil, map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "1073741824\n"}, 1 << 30},
-		{"container without a limit", nil, map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "max\n"}, 24576000 << 10},
-		{"unknown", nil, nil, 0},
-	} {
-		if got := memoryLimit(env(tt.env), files(tt.files)); got != tt.want {
-			t.Errorf("%s: %d, want %d", tt.name, got, tt.want)
-		}
-	}
-}
 
 // Behind API Gateway a client is the request context's sourceIp, never a
 // forwarded-for header, which the client writes: wrong passwords from one
@@ -78,7 +25,7 @@ func TestLambdaClientIsTheGatewaySourceIP(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	key := []byte(strings.Repeat("k", 32))
-	h := openHandler(t, settings{passwordHashes: 1}, database.Source{URL: pgtest.NewURL(t)}, staticKeys(key))
+	h := openHandler(t, settings.Settings{PasswordHashes: 1}, database.Source{URL: pgtest.NewURL(t)}, staticKeys(key))
 	adapter := httpadapter.NewV2(h)
 	login := func(sourceIP, forwardedFor string) int {
 		t.Helper()

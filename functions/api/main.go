@@ -23,7 +23,7 @@
 // and companies); PASSWORD_HASH_CONCURRENCY (how many argon2id hashes may
 // run at once; default: one per core, fewer if a quarter of the memory
 // cannot hold them); WEBHOOK_EVENTS_QUEUE_URL, WEBHOOK_SEALING_KEY or on AWS
-// WEBHOOK_SEALING_KEY_SECRET_ARN, WEBHOOK_ALLOW_INSECURE (see webhook.go).
+// WEBHOOK_SEALING_KEY_SECRET_ARN, WEBHOOK_ALLOW_INSECURE (see settings.Webhooks).
 package main
 
 import (
@@ -35,15 +35,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/functions/api/settings"
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/httpapi"
@@ -52,15 +50,11 @@ import (
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "api:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("api", run) }
+
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // minSecretLen is the shortest JWT_SECRET accepted: HS256 wants a key of at
 // least the hash size.
@@ -76,91 +70,17 @@ const (
 	shutdownTimeout   = 10 * time.Second
 )
 
-// defaultStatementTimeout bounds every statement of the API unless
-// DATABASE_STATEMENT_TIMEOUT says otherwise: well under the function's
-// 10 s timeout, far above any search served by an index.
-const defaultStatementTimeout = 5 * time.Second
-
-// settings is what run reads from the environment. The secrets it names
-// are looked up by wire.
-type settings struct {
-	function.Settings
-	// db names the database and how statements are sent.
-	db               database.Settings
-	statementTimeout time.Duration
-	port             string
-	// queueURL is where committed status events are published right away;
-	// empty: they wait in the outbox for the sweeper.
-	queueURL string
-	// corsOrigins, publicMaxAge and staleWhileRevalidate are the HTTP
-	// settings of httpapi.Config of the same names.
-	corsOrigins                        []string
-	publicMaxAge, staleWhileRevalidate time.Duration
-	// passwordHashes is httpapi.Config.PasswordHashes.
-	passwordHashes int
-	// webhooks are the webhook settings (webhook.go).
-	webhooks webhookSettings
-}
-
-// loadSettings reads the settings; the error names every variable that is
-// missing or malformed. In Lambda the JWT key and the webhook sealing key
-// must be named; locally wire makes random ones.
-func loadSettings(getenv func(string) string) (settings, error) {
-	shared, err := function.Load(getenv)
-	s := settings{
-		Settings:         shared,
-		port:             getenv("PORT"),
-		queueURL:         getenv("STATUS_EVENTS_QUEUE_URL"),
-		statementTimeout: defaultStatementTimeout,
-	}
-	problems := []error{err}
-	if s.port == "" {
-		s.port = "8080"
-	}
-	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
-		problems = append(problems, err)
-	}
-	if s.Lambda && getenv("JWT_SECRET") == "" && getenv("JWT_SECRET_ARN") == "" {
-		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvJWTSecret, secret.EnvJWTSecretARN))
-	}
-	if s.Lambda && getenv("WEBHOOK_SEALING_KEY") == "" && getenv("WEBHOOK_SEALING_KEY_SECRET_ARN") == "" {
-		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvWebhookSealingKey, secret.EnvWebhookSealingKeyARN))
-	}
-	if s.statementTimeout, err = function.ParseDuration("DATABASE_STATEMENT_TIMEOUT", getenv("DATABASE_STATEMENT_TIMEOUT"),
-		s.statementTimeout, time.Millisecond, 0); err != nil {
-		problems = append(problems, err)
-	}
-	if s.corsOrigins, err = httpapi.ParseAllowedOrigins(getenv("CORS_ALLOWED_ORIGINS")); err != nil {
-		problems = append(problems, fmt.Errorf("CORS_ALLOWED_ORIGINS: %w", err))
-	}
-	// Cache-Control counts in seconds; unset (zero) is httpapi's default.
-	if s.publicMaxAge, err = function.ParseDuration("CACHE_MAX_AGE", getenv("CACHE_MAX_AGE"), 0, time.Second, 0); err != nil {
-		problems = append(problems, err)
-	}
-	if s.staleWhileRevalidate, err = function.ParseDuration("CACHE_STALE_WHILE_REVALIDATE", getenv("CACHE_STALE_WHILE_REVALIDATE"), 0, time.Second, 0); err != nil {
-		problems = append(problems, err)
-	}
-	if s.passwordHashes, err = passwordHashes(getenv); err != nil {
-		problems = append(problems, err)
-	}
-	if s.webhooks, err = loadWebhookSettings(shared, getenv); err != nil {
-		problems = append(problems, err)
-	}
-	return s, errors.Join(problems...)
-}
-
-// loadTokenKeys returns the token signing keys: JWT_SECRET, or on AWS the
-// secret named by JWT_SECRET_ARN (its current and previous versions, looked
-// up again as they rotate). The first lookup happens here, so that a
-// missing or malformed secret fails the cold start. Locally (lambda
-// false), when neither is set, a random key is made (tokens then do not
-// survive a restart); in Lambda that is an error.
-func loadTokenKeys(ctx context.Context, lambda bool, getenv func(string) string, newClient func() (secret.Getter, error), logger *slog.Logger) (httpapi.TokenKeySource, error) {
-	src, err := secret.NewJWTKeySource(getenv, newClient)
+// loadTokenKeys returns the token signing keys of key: JWT_SECRET, or on
+// AWS the secret named by JWT_SECRET_ARN (its current and previous
+// versions, looked up again as they rotate). The first lookup happens here,
+// so that a missing or malformed secret fails the cold start. Locally
+// (lambda false), when key names none, a random key is made (tokens then
+// do not survive a restart); in Lambda that is an error.
+func loadTokenKeys(ctx context.Context, lambda bool, key secret.Key, newClient func() (secret.Getter, error), logger *slog.Logger) (httpapi.TokenKeySource, error) {
+	src, err := secret.NewJWTKeySource(key, newClient)
 	if errors.Is(err, secret.ErrNotConfigured) && !lambda {
 		logger.WarnContext(ctx, "JWT_SECRET is not set: using a random key, so tokens will not survive a restart")
-		key := rand.Text() + rand.Text()
-		src, err = secret.NewJWTKeySource(func(string) string { return key }, newClient)
+		src, err = secret.NewJWTKeySource(secret.Key{Value: rand.Text() + rand.Text()}, newClient)
 	}
 	if err != nil {
 		return nil, err
@@ -197,66 +117,46 @@ func tokenKeys(src *secret.JWTKeySource) httpapi.TokenKeySource {
 	}
 }
 
-// run is main without the process: it returns instead of exiting, and takes
-// the arguments, environment and output as parameters so that tests can call
-// it. It reads the settings, wires the API, and hands it to the Lambda
-// runtime, which does not return, or outside Lambda serves it on
-// 127.0.0.1:PORT until ctx ends.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the API takes none (migrations: make migrate)", args[1])
-	}
-	s, err := loadSettings(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, s, getenv, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
-
 // wire builds the API from its settings: it looks up its secrets (the JWT
-// keys, the webhook sealing key, the database's; getenv names them, see
-// package secret), opens the database, and builds the handler. Inside
-// Lambda the handler serves API Gateway HTTP API (payload v2) events, each
-// with a deadline answerMargin before the invocation's, over Lambda's pool,
-// and writes a metric line per request to stdout (the log stream);
-// outside, it serves HTTP (serveLocal).
-func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
+// keys, the webhook sealing key, the database's; see package secret),
+// opens the database, and builds the handler. Inside Lambda the handler
+// serves API Gateway HTTP API (payload v2) events, each with a deadline
+// answerMargin before the invocation's, over Lambda's pool, and writes a
+// metric line per request to stdout (the log stream); outside, it serves
+// HTTP on 127.0.0.1:PORT until ctx ends (serveLocal).
+func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
 	secrets := secret.NewClient(s.AWS) // used only when a secret comes from Secrets Manager
-	keys, err := loadTokenKeys(ctx, s.Lambda, getenv, secrets, logger)
+	keys, err := loadTokenKeys(ctx, s.Lambda, s.JWTKey, secrets, logger)
 	if err != nil {
 		return nil, err
 	}
-	sealer, err := loadSealer(ctx, s.Lambda, getenv, secrets, logger)
+	sealer, err := loadSealer(ctx, s.Lambda, s.Webhooks.SealingKey, secrets, logger)
 	if err != nil {
 		return nil, err
 	}
 	var metrics io.Writer
-	options := []func(*pgxpool.Config){postgres.WithStatementTimeout(s.statementTimeout)}
+	options := []func(*pgxpool.Config){postgres.WithStatementTimeout(s.StatementTimeout)}
 	if s.Lambda {
 		metrics = stdout
 		options = append(options, lambdaPool)
 	}
-	db, err := database.Open(ctx, s.db, getenv, secrets, options...)
+	db, err := database.Open(ctx, s.DB, secrets, options...)
 	if err != nil {
 		return nil, err
 	}
 	h := newHandler(ctx, s, db, keys, sealer, logger, metrics)
 	return &function.Wiring{
 		Handler: httpadapter.NewV2(withAnswerMargin(h, answerMargin)).ProxyWithContext,
-		Local:   func(ctx context.Context) error { return serveLocal(ctx, s.port, h, logger) },
+		Local:   func(ctx context.Context) error { return serveLocal(ctx, s.Port, h, logger) },
 		Close:   db.Close,
 	}, nil
 }
 
 // newHandler wires the API handler over db, with the event relay when one
 // is configured; metrics, when not nil, gets a metric line per request.
-func newHandler(ctx context.Context, s settings, db *postgres.DB, keys httpapi.TokenKeySource, sealer jobboard.SecretSealer, logger *slog.Logger, metrics io.Writer) http.Handler {
-	relay := eventRelay(ctx, s.queueURL, s.webhooks.queueURL, s.AWS, db, logger)
+func newHandler(ctx context.Context, s settings.Settings, db *postgres.DB, keys httpapi.TokenKeySource, sealer jobboard.SecretSealer, logger *slog.Logger, metrics io.Writer) http.Handler {
+	relay := eventRelay(ctx, s.QueueURL, s.Webhooks.QueueURL, s.AWS, db, logger)
 	return httpapi.NewServer(httpapi.Config{
 		RequestID:    gatewayRequestID,
 		Writes:       db,
@@ -272,16 +172,16 @@ func newHandler(ctx context.Context, s settings, db *postgres.DB, keys httpapi.T
 		TokenKeys:    keys,
 
 		ClientAddress:        gatewaySourceIP,
-		PasswordHashes:       s.passwordHashes,
-		PublicMaxAge:         s.publicMaxAge,
-		StaleWhileRevalidate: s.staleWhileRevalidate,
-		CORSAllowedOrigins:   s.corsOrigins,
+		PasswordHashes:       s.PasswordHashes,
+		PublicMaxAge:         s.PublicMaxAge,
+		StaleWhileRevalidate: s.StaleWhileRevalidate,
+		CORSAllowedOrigins:   s.CORSOrigins,
 		Metrics:              metrics,
 		FunctionVersion:      s.Version,
 
 		Webhooks:      db,
 		WebhookSealer: sealer,
-		WebhookURLs:   s.webhooks.urls,
+		WebhookURLs:   s.Webhooks.URLs,
 	})
 }
 

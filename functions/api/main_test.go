@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobboard/jobboard/functions/api/settings"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/jackc/pgx/v5"
@@ -52,32 +54,14 @@ func staticKeys(key []byte) httpapi.TokenKeySource {
 // statement timeout, options adjusting the pool) and builds the API's
 // handler over it with keys and no webhook sealer; the pool is closed when
 // t ends.
-func openHandler(t testing.TB, s settings, src database.Source, keys httpapi.TokenKeySource, options ...func(*pgxpool.Config)) http.Handler {
+func openHandler(t testing.TB, s settings.Settings, src database.Source, keys httpapi.TokenKeySource, options ...func(*pgxpool.Config)) http.Handler {
 	t.Helper()
-	db, err := src.Open(context.Background(), append([]func(*pgxpool.Config){postgres.WithStatementTimeout(s.statementTimeout)}, options...)...)
+	db, err := src.Open(context.Background(), append([]func(*pgxpool.Config){postgres.WithStatementTimeout(s.StatementTimeout)}, options...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
 	return newHandler(context.Background(), s, db, keys, nil, slog.New(slog.DiscardHandler), nil)
-}
-
-// An environment that lacks every required setting gets one error that
-// names each of them, not the first alone.
-func TestMissingSettingsAreListedAtOnce(t *testing.T) {
-	t.Parallel()
-	lambdaOnly := map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "DATABASE_STATEMENT_TIMEOUT": "soon"}
-	_, err := loadSettings(env(lambdaOnly))
-	for _, name := range []string{"DATABASE_URL", "DATABASE_SECRET_ARN", "JWT_SECRET", "JWT_SECRET_ARN", "WEBHOOK_SEALING_KEY",
-		"WEBHOOK_SEALING_KEY_SECRET_ARN", "DATABASE_STATEMENT_TIMEOUT"} {
-		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("nothing set, in Lambda: %v; want %s named", err, name)
-		}
-	}
-	// Locally the keys are made at random: only the database is missing.
-	if _, err := loadSettings(env(nil)); err == nil || strings.Contains(err.Error(), "JWT_SECRET") || !strings.Contains(err.Error(), "DATABASE_URL") {
-		t.Errorf("nothing set, locally: %v; want only the database named", err)
-	}
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -124,7 +108,7 @@ func TestStatementTimeoutSetting(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewURL(t)
 	for _, tt := range []struct{ value, want string }{{"", "5s"}, {"1500ms", "1500ms"}, {"2m", "2min"}} {
-		cfg, err := loadSettings(withDB(map[string]string{"DATABASE_STATEMENT_TIMEOUT": tt.value}))
+		cfg, err := settings.Load(withDB(map[string]string{"DATABASE_STATEMENT_TIMEOUT": tt.value}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +123,7 @@ func TestStatementTimeoutSetting(t *testing.T) {
 				return conn.QueryRow(ctx, "SHOW statement_timeout").Scan(&got)
 			}
 		}
-		db, err := postgres.Open(ctx, url, postgres.WithStatementTimeout(cfg.statementTimeout), report)
+		db, err := postgres.Open(ctx, url, postgres.WithStatementTimeout(cfg.StatementTimeout), report)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +241,7 @@ func TestSampleEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	key := []byte(strings.Repeat("k", 32))
-	h := openHandler(t, settings{}, database.Source{URL: pgtest.NewURL(t)}, staticKeys(key))
+	h := openHandler(t, settings.Settings{}, database.Source{URL: pgtest.NewURL(t)}, staticKeys(key))
 
 	call := func(method, path, token string, body any) []byte {
 		t.Helper()
@@ -363,7 +347,7 @@ func TestRequestsAnswerBeforeTheInvocationDeadline(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewURL(t)
 	key := []byte(strings.Repeat("k", 32))
-	h := openHandler(t, settings{statementTimeout: 5 * time.Second}, database.Source{URL: url}, staticKeys(key))
+	h := openHandler(t, settings.Settings{StatementTimeout: 5 * time.Second}, database.Source{URL: url}, staticKeys(key))
 
 	lock := pgtest.Pool(t, url)
 	tx, err := lock.Begin(ctx)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobboard/jobboard/functions/api/settings"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -67,15 +69,15 @@ func TestRotatedDatabasePasswordReachesAWarmSandbox(t *testing.T) {
 	sm := secrettest.New(t)
 	sm.Put(databaseSecretARN, rdsSecret(server, "jobboard_app", "one"), time.Now())
 	getenv := env(map[string]string{"DATABASE_SECRET_ARN": databaseSecretARN, "JWT_SECRET": strings.Repeat("k", 32)})
-	s, err := loadSettings(getenv)
+	s, err := settings.Load(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := database.Find(ctx, s.db, getenv, sm.NewClient())
+	src, err := database.Find(ctx, s.DB, sm.NewClient())
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := loadTokenKeys(ctx, s.Lambda, getenv, sm.NewClient(), slog.New(slog.DiscardHandler))
+	keys, err := loadTokenKeys(ctx, s.Lambda, s.JWTKey, sm.NewClient(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +164,11 @@ func TestJWTKeyRotationWindow(t *testing.T) {
 	sm.Put(arn, strings.Repeat("a", 64), rotatedAt.Add(-24*time.Hour))
 	sm.Put(arn, strings.Repeat("b", 64), rotatedAt)
 	getenv := withDB(map[string]string{"JWT_SECRET_ARN": arn})
-	s, err := loadSettings(getenv)
+	s, err := settings.Load(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := loadTokenKeys(ctx, s.Lambda, getenv, sm.NewClient(), slog.New(slog.DiscardHandler))
+	src, err := loadTokenKeys(ctx, s.Lambda, s.JWTKey, sm.NewClient(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,12 +199,12 @@ func TestFingerprintKeyFollowsTheJWTSecret(t *testing.T) {
 	sm := secrettest.New(t)
 	clk := &struct{ now time.Time }{time.Now()}
 	sm.Put(arn, strings.Repeat("a", 64), clk.now.Add(-24*time.Hour))
-	src, err := secret.NewJWTKeySource(env(map[string]string{"JWT_SECRET_ARN": arn}), sm.NewClient())
+	src, err := secret.NewJWTKeySource(secret.Key{ARN: arn}, sm.NewClient())
 	if err != nil {
 		t.Fatal(err)
 	}
 	src.Now = func() time.Time { return clk.now }
-	h := openHandler(t, settings{passwordHashes: 1}, database.Source{URL: pgtest.NewURL(t)}, tokenKeys(src))
+	h := openHandler(t, settings.Settings{PasswordHashes: 1}, database.Source{URL: pgtest.NewURL(t)}, tokenKeys(src))
 	do := func(method, path, token, key, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		if token != "" {

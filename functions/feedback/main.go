@@ -22,16 +22,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/jobboard/jobboard/functions/feedback/settings"
 	"github.com/jobboard/jobboard/internal/feedback"
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/function/database"
@@ -40,15 +36,11 @@ import (
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "feedback:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("feedback", run) }
+
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // The database session, as the worker's. One connection serves a batch:
 // its records are applied one after the other, one short statement each.
@@ -58,61 +50,12 @@ const (
 	poolSize    = 1
 )
 
-// localTimeout is the default deadline of one local invocation: the
-// function's Timeout in template.yaml.
-const localTimeout = 30 * time.Second
-
-// settings is what run reads from the environment.
-type settings struct {
-	function.Settings
-	queueURL     string
-	localTimeout time.Duration
-	// db names the database and how statements are sent.
-	db database.Settings
-}
-
-// loadSettings reads the settings; the error names every variable that is
-// missing or malformed.
-func loadSettings(getenv func(string) string) (settings, error) {
-	shared, err := function.Load(getenv)
-	s := settings{Settings: shared, queueURL: getenv("FEEDBACK_QUEUE_URL"), localTimeout: localTimeout}
-	problems := []error{err}
-	if s.queueURL == "" && !s.Lambda {
-		problems = append(problems, errors.New("FEEDBACK_QUEUE_URL is not set (the local mode polls it)"))
-	}
-	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
-		problems = append(problems, err)
-	}
-	if s.localTimeout, err = function.LocalInvocationTimeout(getenv, s.localTimeout); err != nil {
-		problems = append(problems, err)
-	}
-	return s, errors.Join(problems...)
-}
-
-// run is main without the process: it reads the settings, wires the
-// handler and hands it to the Lambda runtime, which does not return, or
-// outside Lambda to a local poller, which returns when ctx ends.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the feedback function takes none", args[1])
-	}
-	s, err := loadSettings(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, s, getenv, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
-
-// wire builds the handler from its settings; getenv names the database
-// (see secret.Database), stdout takes its log and metric lines. Outside
-// Lambda a local poller plays the event source mapping.
-func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
+// wire builds the handler from its settings; stdout takes its log and
+// metric lines. Outside Lambda a local poller plays the event source
+// mapping.
+func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
-	db, err := database.Open(ctx, s.db, getenv, secret.NewClient(s.AWS),
+	db, err := database.Open(ctx, s.DB, secret.NewClient(s.AWS),
 		postgres.WorkerSession(lockTimeout, idleInTx),
 		database.Pool(poolSize, "jobboard-feedback"))
 	if err != nil {
@@ -125,9 +68,9 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	}
 	poller := &eventsource.Poller{
 		Client:         sqs.NewFromConfig(s.AWS),
-		QueueURL:       s.queueURL,
+		QueueURL:       s.QueueURL,
 		Handler:        h.Handle,
-		HandlerTimeout: s.localTimeout,
+		HandlerTimeout: s.LocalTimeout,
 		FunctionName:   "feedback",
 		Logger:         logger,
 	}

@@ -5,10 +5,10 @@
 // private subnets is reachable. CloudFormation invokes it for the custom
 // resource SchemaMigration when the stack is created and whenever a deploy
 // publishes a new version of it, and it answers CloudFormation's requests;
-// the PreTraffic hook (internal/deployhook) invokes it again before any
+// the PreTraffic hook (internal/pretraffichook) invokes it again before any
 // traffic moves to a new version; any other event (an invocation by hand)
 // migrates too, answering {"migrated": true, "schema_version": N, ...} or
-// failing the invocation (internal/schemamigration).
+// failing the invocation (internal/migrate).
 //
 // Outside Lambda (AWS_LAMBDA_RUNTIME_API unset) it migrates once and exits.
 //
@@ -26,74 +26,32 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/jobboard/jobboard/functions/migrate/settings"
 	"github.com/jobboard/jobboard/internal/function"
+	"github.com/jobboard/jobboard/internal/migrate"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
-	"github.com/jobboard/jobboard/internal/schemamigration"
 	"github.com/jobboard/jobboard/internal/secret"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "migrate:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("migrate", run) }
 
-// settings is what run reads from the environment.
-type settings struct {
-	function.Settings
-}
-
-// loadSettings reads the settings; the error names every variable that is
-// missing or malformed. The database's URL is looked up at each invocation
-// (see wire).
-func loadSettings(getenv func(string) string) (settings, error) {
-	shared, err := function.Load(getenv)
-	problems := []error{err}
-	if getenv("DATABASE_URL") == "" && getenv("DATABASE_SECRET_ARN") == "" {
-		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN))
-	}
-	return settings{Settings: shared}, errors.Join(problems...)
-}
-
-// run is main without the process: it reads the settings, wires the
-// handler and hands it to the Lambda runtime, which does not return, or
-// outside Lambda migrates once.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the migration function takes none", args[1])
-	}
-	s, err := loadSettings(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(s, getenv, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // wire builds the handler: each migration looks the database's URL up
 // again (secret.Database: DATABASE_URL, or the secret), so that a rotated
 // password never fails a deploy. It opens no pool (schema.Apply connects
 // once), so it does not go through package database, which would link the
 // store into a binary that keeps every exported method (text/template).
-func wire(s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
+func wire(_ context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	secrets := secret.NewClient(s.AWS)
-	handler, err := schemamigration.New(schemamigration.Config{
+	handler, err := migrate.New(migrate.Config{
 		Migrate: func(ctx context.Context) (schema.Report, error) {
-			databaseURL, _, err := secret.Database(ctx, getenv, secrets)
+			databaseURL, _, err := secret.Database(ctx, s.Database, secrets)
 			if err != nil {
 				return schema.Report{}, fmt.Errorf("database: %w", err)
 			}

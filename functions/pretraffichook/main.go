@@ -4,7 +4,7 @@
 // (functions/migrate: the embedded migrations under the advisory lock, as
 // `make migrate` applies them), smoke-tests the API's new version by
 // invoking it, and reports Succeeded or Failed to CodeDeploy (see
-// internal/deployhook). Invoked by hand with an empty event (the
+// internal/pretraffichook). Invoked by hand with an empty event (the
 // runbook's check of a running stack), it does the same without a report
 // and answers with its result.
 //
@@ -22,82 +22,31 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/service/codedeploy"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
-	"github.com/jobboard/jobboard/internal/deployhook"
+	"github.com/jobboard/jobboard/functions/pretraffichook/settings"
 	"github.com/jobboard/jobboard/internal/function"
+	"github.com/jobboard/jobboard/internal/pretraffichook"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pretraffichook:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("pretraffichook", run) }
 
-// settings is what run reads from the environment.
-type settings struct {
-	function.Settings
-	migrateVersionARN string
-	apiVersionARN     string
-}
-
-// loadSettings reads the settings; the error names every variable that is
-// missing or malformed.
-func loadSettings(getenv func(string) string) (settings, error) {
-	shared, err := function.Load(getenv)
-	s := settings{
-		Settings:          shared,
-		migrateVersionARN: getenv("MIGRATE_FUNCTION_VERSION_ARN"),
-		apiVersionARN:     getenv("API_FUNCTION_VERSION_ARN"),
-	}
-	problems := []error{err}
-	if s.migrateVersionARN == "" {
-		problems = append(problems, errors.New("MIGRATE_FUNCTION_VERSION_ARN is not set"))
-	}
-	if s.apiVersionARN == "" {
-		problems = append(problems, errors.New("API_FUNCTION_VERSION_ARN is not set"))
-	}
-	return s, errors.Join(problems...)
-}
-
-// run is main without the process: it reads the settings, wires the hook
-// and hands it to the Lambda runtime, which does not return, or outside
-// Lambda runs it once.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the deploy hook takes none", args[1])
-	}
-	s, err := loadSettings(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(s, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // wire builds the hook from its settings. Outside Lambda it runs once,
 // prints its result on stdout and fails when a step did.
-func wire(s settings, stdout io.Writer) (*function.Wiring, error) {
+func wire(_ context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	lambdaClient := awslambda.NewFromConfig(s.AWS)
-	hook, err := deployhook.New(deployhook.Config{
-		Migrate:  deployhook.Invoked(deployhook.Lambda{Client: lambdaClient, FunctionName: s.migrateVersionARN}),
-		API:      deployhook.Lambda{Client: lambdaClient, FunctionName: s.apiVersionARN},
-		Reporter: deployhook.CodeDeploy{Client: codedeploy.NewFromConfig(s.AWS)},
+	hook, err := pretraffichook.New(pretraffichook.Config{
+		Migrate:  pretraffichook.Invoked(pretraffichook.Lambda{Client: lambdaClient, FunctionName: s.MigrateVersionARN}),
+		API:      pretraffichook.Lambda{Client: lambdaClient, FunctionName: s.APIVersionARN},
+		Reporter: pretraffichook.CodeDeploy{Client: codedeploy.NewFromConfig(s.AWS)},
 		Logger:   s.Logger(stdout),
 	})
 	if err != nil {
@@ -106,7 +55,7 @@ func wire(s settings, stdout io.Writer) (*function.Wiring, error) {
 	return &function.Wiring{
 		Handler: hook.Handle,
 		Local: func(ctx context.Context) error {
-			res, err := hook.Handle(ctx, deployhook.Event{})
+			res, err := hook.Handle(ctx, pretraffichook.Event{})
 			out, _ := json.Marshal(res)
 			fmt.Fprintln(stdout, string(out))
 			return err

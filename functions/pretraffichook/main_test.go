@@ -13,7 +13,7 @@ func env(m map[string]string) func(string) string {
 
 // The hook needs the versions to migrate with and to smoke-test; the error
 // names every one missing. (Its work, under the Lambda runtime emulator:
-// internal/dev/deploy; its logic: internal/deployhook.)
+// internal/dev/deploy; its logic: internal/pretraffichook.)
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -52,17 +52,5 @@ func TestRunsOnceOutsideLambda(t *testing.T) {
 	}), &out)
 	if err == nil || !strings.Contains(out.String(), `"status":"Failed"`) || !strings.Contains(out.String(), `"name":"migrate"`) {
 		t.Errorf("run: %v, output %s; want a failed migration step", err, out.String())
-	}
-}
-
-// An environment that lacks every required setting, with a malformed one,
-// gets one error that names each of them, not the first alone.
-func TestMissingSettingsAreListedAtOnce(t *testing.T) {
-	t.Parallel()
-	_, err := loadSettings(env(map[string]string{"LOG_LEVEL": "loud"}))
-	for _, name := range []string{"MIGRATE_FUNCTION_VERSION_ARN", "API_FUNCTION_VERSION_ARN", "LOG_LEVEL"} {
-		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("nothing set, LOG_LEVEL=loud: %v; want %s named", err, name)
-		}
 	}
 }

@@ -21,106 +21,26 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobboard/jobboard/functions/sweeper/settings"
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/function/database"
-	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/queue"
 	"github.com/jobboard/jobboard/internal/secret"
 	"github.com/jobboard/jobboard/internal/sweeper"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sweeper:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("sweeper", run) }
 
-// settings is what run reads from the environment.
-type settings struct {
-	function.Settings
-	queueURL string
-	// webhookQueueURL receives the webhook deliveries of the outbox.
-	webhookQueueURL string
-	retention       time.Duration
-	grace           time.Duration
-	// interval is the local mode's time between sweeps.
-	interval time.Duration
-	// db names the database and how statements are sent.
-	db database.Settings
-}
-
-// loadSettings reads the settings; the error names every variable that is
-// missing or malformed.
-func loadSettings(getenv func(string) string) (settings, error) {
-	shared, err := function.Load(getenv)
-	s := settings{
-		Settings:        shared,
-		queueURL:        getenv("STATUS_EVENTS_QUEUE_URL"),
-		webhookQueueURL: getenv("WEBHOOK_EVENTS_QUEUE_URL"),
-		interval:        defaultSweepInterval,
-	}
-	problems := []error{err}
-	if s.queueURL == "" {
-		problems = append(problems, errors.New("STATUS_EVENTS_QUEUE_URL is not set"))
-	}
-	if s.webhookQueueURL == "" {
-		problems = append(problems, errors.New("WEBHOOK_EVENTS_QUEUE_URL is not set"))
-	}
-	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
-		problems = append(problems, fmt.Errorf("RETENTION_DAYS: %w", err))
-	}
-	if s.grace, err = function.ParseDuration("SWEEP_GRACE", getenv("SWEEP_GRACE"), s.grace, time.Nanosecond, 0); err != nil {
-		problems = append(problems, err)
-	}
-	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
-		problems = append(problems, err)
-	}
-	// Only the local mode sweeps on a timer; in Lambda the schedule does.
-	if !s.Lambda {
-		if s.interval, err = function.ParseDuration("SWEEP_INTERVAL", getenv("SWEEP_INTERVAL"), s.interval, time.Nanosecond, 0); err != nil {
-			problems = append(problems, err)
-		}
-	}
-	return s, errors.Join(problems...)
-}
-
-// defaultSweepInterval is how often the local mode sweeps: the schedule of
-// template.yaml.
-const defaultSweepInterval = time.Minute
-
-// run is main without the process: it reads the settings, wires the
-// sweeper and hands it to the Lambda runtime, which does not return, or
-// outside Lambda sweeps on a timer until ctx ends.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the sweeper takes none", args[1])
-	}
-	s, err := loadSettings(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, s, getenv, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // sweepLocally sweeps at once and then every interval until ctx ends. A
 // failed sweep is logged by the sweeper and tried again next time, as the
@@ -138,28 +58,27 @@ func sweepLocally(ctx context.Context, interval time.Duration, sw *sweeper.Sweep
 	}
 }
 
-// wire builds the sweeper from its settings; getenv names the database (see
-// secret.Database), stdout takes its log and metric lines. Outside Lambda
-// it sweeps every interval (sweepLocally).
-func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
+// wire builds the sweeper from its settings; stdout takes its log and
+// metric lines. Outside Lambda it sweeps every interval (sweepLocally).
+func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
 	client := sqs.NewFromConfig(s.AWS)
-	status := queue.NewPublisher(client, s.queueURL)
+	status := queue.NewPublisher(client, s.QueueURL)
 	status.Logger = logger
-	webhooks := queue.NewPublisher(client, s.webhookQueueURL)
+	webhooks := queue.NewPublisher(client, s.WebhookQueueURL)
 	webhooks.Logger = logger
 	publisher := queue.Router{Status: status, Webhooks: webhooks, Logger: logger}
 
 	// The sweeper works in one transaction or statement at a time.
-	db, err := database.Open(ctx, s.db, getenv, secret.NewClient(s.AWS), func(c *pgxpool.Config) { c.MaxConns = 1 })
+	db, err := database.Open(ctx, s.DB, secret.NewClient(s.AWS), func(c *pgxpool.Config) { c.MaxConns = 1 })
 	if err != nil {
 		return nil, err
 	}
 	sw, err := sweeper.New(sweeper.Config{
 		Store:     db,
 		Publisher: publisher,
-		Retention: s.retention,
-		Grace:     s.grace,
+		Retention: s.Retention,
+		Grace:     s.Grace,
 		Logger:    logger,
 		Metrics:   stdout,
 	})
@@ -169,7 +88,7 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	}
 	return &function.Wiring{
 		Handler: sw.Handle,
-		Local:   func(ctx context.Context) error { return sweepLocally(ctx, s.interval, sw) },
+		Local:   func(ctx context.Context) error { return sweepLocally(ctx, s.Interval, sw) },
 		Close:   db.Close,
 	}, nil
 }

@@ -6,10 +6,10 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/jobboard/jobboard/functions/sweeper/settings"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/jobboard/jobboard/internal/dev/localaws"
 	"github.com/jobboard/jobboard/internal/jobboard"
@@ -17,79 +17,6 @@ import (
 	"github.com/jobboard/jobboard/internal/sweeper"
 	"github.com/jobboard/jobboard/internal/worker/workertest"
 )
-
-// An environment that lacks every required setting gets one error that
-// names each of them, not the first alone.
-func TestMissingSettingsAreListedAtOnce(t *testing.T) {
-	t.Parallel()
-	_, err := loadSettings(func(string) string { return "" })
-	for _, name := range []string{"STATUS_EVENTS_QUEUE_URL", "WEBHOOK_EVENTS_QUEUE_URL", "DATABASE_URL", "DATABASE_SECRET_ARN"} {
-		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("nothing set: %v; want %s named", err, name)
-		}
-	}
-}
-
-func TestLoadSettings(t *testing.T) {
-	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
-	base := map[string]string{"DATABASE_URL": "postgres://x", "STATUS_EVENTS_QUEUE_URL": "http://q", "WEBHOOK_EVENTS_QUEUE_URL": "http://w"}
-	s, err := loadSettings(env(base))
-	if err != nil || s.retention != jobboard.DefaultRetention {
-		t.Errorf("default retention = %v, %v; want %v", s.retention, err, jobboard.DefaultRetention)
-	}
-	for _, bad := range []string{"0", "-3", "14", "two weeks", "1.5"} {
-		base["RETENTION_DAYS"] = bad
-		if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "RETENTION_DAYS") {
-			t.Errorf("RETENTION_DAYS=%q: %v; want an error", bad, err)
-		}
-	}
-	base["RETENTION_DAYS"] = "30"
-	if s, err := loadSettings(env(base)); err != nil || s.retention != 30*24*time.Hour {
-		t.Errorf("RETENTION_DAYS=30: %v, %v", s.retention, err)
-	}
-	if s, err := loadSettings(env(base)); err != nil || s.grace != 0 {
-		t.Errorf("no SWEEP_GRACE: grace = %v, %v; want 0 (the sweeper's default)", s.grace, err)
-	}
-	for _, bad := range []string{"0s", "-1s", "soon"} {
-		base["SWEEP_GRACE"] = bad
-		if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "SWEEP_GRACE") {
-			t.Errorf("SWEEP_GRACE=%q: %v; want an error", bad, err)
-		}
-	}
-	base["SWEEP_GRACE"] = "2s"
-	if s, err := loadSettings(env(base)); err != nil || s.grace != 2*time.Second {
-		t.Errorf("SWEEP_GRACE=2s: %v, %v", s.grace, err)
-	}
-
-	// SWEEP_INTERVAL paces the local mode only; in Lambda the schedule does.
-	if s, err := loadSettings(env(base)); err != nil || s.interval != defaultSweepInterval {
-		t.Errorf("no SWEEP_INTERVAL: interval = %v, %v; want %v", s.interval, err, defaultSweepInterval)
-	}
-	base["SWEEP_INTERVAL"] = "5s"
-	if s, err := loadSettings(env(base)); err != nil || s.interval != 5*time.Second {
-		t.Errorf("SWEEP_INTERVAL=5s: %v, %v", s.interval, err)
-	}
-	base["SWEEP_INTERVAL"] = "often"
-	if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "SWEEP_INTERVAL") {
-		t.Errorf("SWEEP_INTERVAL=often: %v; want an error", err)
-	}
-	base["AWS_LAMBDA_RUNTIME_API"] = "127.0.0.1:9001"
-	if s, err := loadSettings(env(base)); err != nil || !s.Lambda {
-		t.Errorf("SWEEP_INTERVAL=often in Lambda: %v, %v; want it ignored", s.Lambda, err)
-	}
-	base["DATABASE_QUERY_EXEC_MODE"] = "exec"
-	if s, err := loadSettings(env(base)); err != nil || s.db.QueryExecMode != pgx.QueryExecModeExec {
-		t.Errorf("DATABASE_QUERY_EXEC_MODE=exec: %v, %v", s.db.QueryExecMode, err)
-	}
-	base["DATABASE_QUERY_EXEC_MODE"] = "prepared"
-	if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "DATABASE_QUERY_EXEC_MODE") {
-		t.Errorf("DATABASE_QUERY_EXEC_MODE=prepared: %v; want an error", err)
-	}
-	base["LOG_LEVEL"] = "loud"
-	if _, err := loadSettings(env(base)); err == nil || !strings.Contains(err.Error(), "LOG_LEVEL") {
-		t.Errorf("LOG_LEVEL=loud: %v; want an error", err)
-	}
-}
 
 // wire wires the real adapters from the environment alone; the scheduled
 // invocation publishes a stranded event and logs its report.
@@ -122,11 +49,11 @@ func TestWireBuildsAWorkingSweeper(t *testing.T) {
 		"WEBHOOK_EVENTS_QUEUE_URL": e.QueueURL}
 	var out bytes.Buffer
 	getenv := func(k string) string { return env[k] }
-	s, err := loadSettings(getenv)
+	s, err := settings.Load(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := wire(ctx, s, getenv, &out)
+	w, err := wire(ctx, s, &out)
 	if err != nil {
 		t.Fatal(err)
 	}

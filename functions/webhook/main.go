@@ -36,17 +36,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/jobboard/jobboard/functions/webhook/settings"
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/function/eventsource"
@@ -56,15 +51,11 @@ import (
 	"github.com/jobboard/jobboard/internal/webhook"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "webhook:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("webhook", run) }
+
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // The database session, as the worker's: a statement that waits longer than
 // lockTimeout for a lock fails (and is retried), and a session idle inside
@@ -77,109 +68,19 @@ const (
 	poolSize    = 2
 )
 
-// localTimeout is the default deadline of one local invocation: the
-// function's Timeout in template.yaml.
-const localTimeout = 30 * time.Second
-
-// settings is what run reads from the environment.
-type settings struct {
-	function.Settings
-	queueURL       string
-	role           string
-	allowInsecure  bool
-	concurrency    int
-	attemptTimeout time.Duration
-	backoffBase    time.Duration
-	backoffMax     time.Duration
-	localTimeout   time.Duration
-	// db names the database (WEBHOOK_DATABASE_SECRET_ARN, a login of its
-	// own, or the API's) and how statements are sent.
-	db database.Settings
-}
-
-// loadSettings reads the settings; the error names every variable that is
-// missing or malformed.
-func loadSettings(getenv func(string) string) (settings, error) {
-	shared, err := function.Load(getenv)
-	s := settings{
-		Settings:       shared,
-		queueURL:       getenv("WEBHOOK_EVENTS_QUEUE_URL"),
-		role:           getenv("DATABASE_ROLE"),
-		concurrency:    webhook.DefaultConcurrency,
-		attemptTimeout: webhook.DefaultAttemptTimeout,
-		localTimeout:   localTimeout,
-	}
-	problems := []error{err}
-	if s.queueURL == "" {
-		problems = append(problems, errors.New("WEBHOOK_EVENTS_QUEUE_URL is not set"))
-	}
-	if s.role == "" {
-		s.role = postgres.WebhookRole
-	}
-	if getenv("WEBHOOK_SEALING_KEY") == "" && getenv("WEBHOOK_SEALING_KEY_SECRET_ARN") == "" {
-		problems = append(problems, fmt.Errorf("%s or %s is not set", secret.EnvWebhookSealingKey, secret.EnvWebhookSealingKeyARN))
-	}
-	if s.db, err = database.LoadSettings(getenv, "WEBHOOK_DATABASE_SECRET_ARN"); err != nil {
-		problems = append(problems, err)
-	}
-	if s.allowInsecure, err = shared.LocalFlag("WEBHOOK_ALLOW_INSECURE", getenv("WEBHOOK_ALLOW_INSECURE")); err != nil {
-		problems = append(problems, err)
-	}
-	if v := getenv("WEBHOOK_CONCURRENCY"); v != "" {
-		if s.concurrency, err = strconv.Atoi(v); err != nil || s.concurrency < 1 || s.concurrency > 100 {
-			problems = append(problems, fmt.Errorf("WEBHOOK_CONCURRENCY = %q: want a whole number from 1 to 100", v))
-		}
-	}
-	for _, d := range []struct {
-		name, value string
-		into        *time.Duration
-		least, most time.Duration
-	}{
-		{"WEBHOOK_ATTEMPT_TIMEOUT", getenv("WEBHOOK_ATTEMPT_TIMEOUT"), &s.attemptTimeout, time.Second, 20 * time.Second},
-		{"WEBHOOK_BACKOFF_BASE", getenv("WEBHOOK_BACKOFF_BASE"), &s.backoffBase, time.Second, time.Hour},
-		{"WEBHOOK_BACKOFF_MAX", getenv("WEBHOOK_BACKOFF_MAX"), &s.backoffMax, time.Second, webhook.DefaultBackoffMax},
-	} {
-		if *d.into, err = function.ParseDuration(d.name, d.value, *d.into, d.least, d.most); err != nil {
-			problems = append(problems, err)
-		}
-	}
-	if s.localTimeout, err = function.LocalInvocationTimeout(getenv, s.localTimeout); err != nil {
-		problems = append(problems, err)
-	}
-	return s, errors.Join(problems...)
-}
-
-// run is main without the process: it reads the settings, wires the
-// handler and hands it to the Lambda runtime, which does not return, or
-// outside Lambda to a local poller, which returns when ctx ends.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the webhook function takes none", args[1])
-	}
-	s, err := loadSettings(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, s, getenv, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
-
-// wire builds the handler from its settings; getenv names the database and
-// the sealing key (see package secret), stdout takes its log and metric
-// lines. Outside Lambda a poller plays the event source mapping.
-func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
+// wire builds the handler from its settings: it looks up the sealing key
+// and the database's secret (see package secret); stdout takes its log and
+// metric lines. Outside Lambda a poller plays the event source mapping.
+func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
 	secrets := secret.NewClient(s.AWS)
-	sealer, err := secret.WebhookSealer(ctx, getenv, secrets)
+	sealer, err := secret.WebhookSealer(ctx, s.SealingKey, secrets)
 	if err != nil {
 		return nil, err
 	}
-	db, err := database.Open(ctx, s.db, getenv, secrets,
+	db, err := database.Open(ctx, s.DB, secrets,
 		postgres.WorkerSession(lockTimeout, idleInTx),
-		postgres.SessionRole(s.role),
+		postgres.SessionRole(s.Role),
 		database.Pool(poolSize, "jobboard-webhooks"))
 	if err != nil {
 		return nil, err
@@ -188,12 +89,12 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	h, err := webhook.New(webhook.Config{
 		Store:           db,
 		Sealer:          sealer,
-		Client:          webhook.NewClient(webhook.ClientConfig{AllowInsecure: s.allowInsecure, Timeout: s.attemptTimeout}),
-		AttemptTimeout:  s.attemptTimeout,
-		Redelivery:      queue.NewRedeliverer(sqsClient, s.queueURL),
-		Concurrency:     s.concurrency,
-		BackoffBase:     s.backoffBase,
-		BackoffMax:      s.backoffMax,
+		Client:          webhook.NewClient(webhook.ClientConfig{AllowInsecure: s.AllowInsecure, Timeout: s.AttemptTimeout}),
+		AttemptTimeout:  s.AttemptTimeout,
+		Redelivery:      queue.NewRedeliverer(sqsClient, s.QueueURL),
+		Concurrency:     s.Concurrency,
+		BackoffBase:     s.BackoffBase,
+		BackoffMax:      s.BackoffMax,
 		Logger:          logger,
 		Metrics:         stdout,
 		FunctionVersion: s.Version,
@@ -204,9 +105,9 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	}
 	poller := &eventsource.Poller{
 		Client:         sqsClient,
-		QueueURL:       s.queueURL,
+		QueueURL:       s.QueueURL,
 		Handler:        h.Handle,
-		HandlerTimeout: s.localTimeout,
+		HandlerTimeout: s.LocalTimeout,
 		FunctionName:   "webhook",
 		Logger:         logger,
 	}

@@ -4,75 +4,21 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"maps"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobboard/jobboard/functions/webhook/settings"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 	"github.com/jobboard/jobboard/internal/secret"
-	"github.com/jobboard/jobboard/internal/webhook"
 	"github.com/jobboard/jobboard/internal/webhook/webhooktest"
 )
 
 func env(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
-
-// An environment that lacks every required setting gets one error that
-// names each of them, not the first alone.
-func TestMissingSettingsAreListedAtOnce(t *testing.T) {
-	t.Parallel()
-	_, err := loadSettings(env(nil))
-	for _, name := range []string{"WEBHOOK_EVENTS_QUEUE_URL", "WEBHOOK_SEALING_KEY", "WEBHOOK_SEALING_KEY_SECRET_ARN", "DATABASE_URL", "DATABASE_SECRET_ARN"} {
-		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("nothing set: %v; want %s named", err, name)
-		}
-	}
-	// The function's own login names the database too.
-	if _, err := loadSettings(env(map[string]string{"WEBHOOK_DATABASE_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:1:secret:w"})); err == nil || strings.Contains(err.Error(), "DATABASE_URL") {
-		t.Errorf("WEBHOOK_DATABASE_SECRET_ARN set: %v; want the database not named missing", err)
-	}
-}
-
-func TestLoadSettings(t *testing.T) {
-	t.Parallel()
-	base := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://q", "DATABASE_URL": "postgres://x", "WEBHOOK_SEALING_KEY": "k"}
-	s, err := loadSettings(env(base))
-	if err != nil || s.role != "jobboard_webhooks" || s.allowInsecure || s.concurrency != webhook.DefaultConcurrency ||
-		s.attemptTimeout != webhook.DefaultAttemptTimeout || s.backoffBase != 0 || s.backoffMax != 0 {
-		t.Errorf("defaults: %+v, %v", s, err)
-	}
-	for name, bad := range map[string][]string{
-		"WEBHOOK_ALLOW_INSECURE":   {"yes please"},
-		"WEBHOOK_CONCURRENCY":      {"0", "101", "ten"},
-		"WEBHOOK_ATTEMPT_TIMEOUT":  {"10", "500ms", "1m"},
-		"WEBHOOK_BACKOFF_BASE":     {"0s", "2h"},
-		"WEBHOOK_BACKOFF_MAX":      {"13h", "-1s"},
-		"LOCAL_INVOCATION_TIMEOUT": {"1s"},
-	} {
-		for _, v := range bad {
-			kv := maps.Clone(base)
-			kv[name] = v
-			if _, err := loadSettings(env(kv)); err == nil || !strings.Contains(err.Error(), name) {
-				t.Errorf("%s=%q: %v; want an error naming it", name, v, err)
-			}
-		}
-	}
-	// The insecure switch is refused inside Lambda.
-	inLambda := maps.Clone(base)
-	maps.Copy(inLambda, map[string]string{"WEBHOOK_ALLOW_INSECURE": "true", "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001"})
-	if _, err := loadSettings(env(inLambda)); err == nil || !strings.Contains(err.Error(), "WEBHOOK_ALLOW_INSECURE") {
-		t.Errorf("WEBHOOK_ALLOW_INSECURE=true inside Lambda: %v; want it refused", err)
-	}
-	kv := maps.Clone(base)
-	maps.Copy(kv, map[string]string{"WEBHOOK_ALLOW_INSECURE": "true", "DATABASE_ROLE": "other",
-		"WEBHOOK_BACKOFF_BASE": "1s", "WEBHOOK_BACKOFF_MAX": "2s", "WEBHOOK_ATTEMPT_TIMEOUT": "3s"})
-	if s, err := loadSettings(env(kv)); err != nil || !s.allowInsecure || s.role != "other" || s.backoffMax != 2*time.Second || s.attemptTimeout != 3*time.Second {
-		t.Errorf("set: %+v, %v", s, err)
-	}
-}
 
 // A sealing key that is set but not a key fails the wiring, before any
 // database is opened.
@@ -80,11 +26,11 @@ func TestWireRefusesAMalformedKey(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{"WEBHOOK_EVENTS_QUEUE_URL": "http://127.0.0.1:1/000000000000/q", "DATABASE_URL": "postgres://127.0.0.1:1/none",
 		"WEBHOOK_SEALING_KEY": "short"}
-	s, err := loadSettings(env(base))
+	s, err := settings.Load(env(base))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := wire(context.Background(), s, env(base), io.Discard); err == nil || !strings.Contains(err.Error(), "sealing key") {
+	if _, err := wire(context.Background(), s, io.Discard); err == nil || !strings.Contains(err.Error(), "sealing key") {
 		t.Errorf("a short key: %v; want the sealing key named", err)
 	}
 }
@@ -130,12 +76,12 @@ func TestWireBuildsAWorkingHandler(t *testing.T) {
 		"WEBHOOK_SEALING_KEY": key, "DATABASE_URL": pgtest.AdminURL(t, db.URL),
 		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 	}
-	s, err := loadSettings(env(kv))
+	s, err := settings.Load(env(kv))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	w, err := wire(ctx, s, env(kv), &out)
+	w, err := wire(ctx, s, &out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,22 +32,16 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/jobboard/jobboard/functions/worker/settings"
 	"github.com/jobboard/jobboard/internal/function"
 	"github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/function/eventsource"
-	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/mail"
 	"github.com/jobboard/jobboard/internal/postgres"
 	"github.com/jobboard/jobboard/internal/queue"
@@ -55,15 +49,11 @@ import (
 	"github.com/jobboard/jobboard/internal/worker"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
-}
+func main() { function.Main("worker", run) }
+
+// run is main without the process, which the tests call: the settings,
+// then the wiring (see function.Run).
+var run = function.Run(settings.Load, wire)
 
 // The worker's database session: a claim that waits longer than lockTimeout
 // behind another worker fails (and is retried) instead of queueing, and a
@@ -80,122 +70,22 @@ const (
 // a whole batch of concurrent records, whose time goes to SES.
 const poolSize = 2
 
-// localTimeout is the default deadline of one local invocation: the
-// worker's Timeout in template.yaml. LOCAL_INVOCATION_TIMEOUT overrides it,
-// so that the chaos harness can reach the deadline within a short run.
-const localTimeout = 30 * time.Second
-
-// localVerifyEmailURL and localPasswordResetURL are the links' bases
-// outside Lambda: pages of a front end's development server.
-const (
-	localVerifyEmailURL   = "http://localhost:3000/verify-email"
-	localPasswordResetURL = "http://localhost:3000/reset-password"
-)
-
-// settings is what run reads from the environment.
-type settings struct {
-	function.Settings
-	mailFrom         string
-	verifyEmailURL   string
-	passwordResetURL string
-	configurationSet string
-	queueURL         string
-	retention        time.Duration
-	concurrency      int
-	localTimeout     time.Duration
-	db               database.Settings
-}
-
-// loadSettings reads the settings; the error names every variable that is
-// missing or malformed.
-func loadSettings(getenv func(string) string) (settings, error) {
-	shared, err := function.Load(getenv)
-	s := settings{
-		Settings:         shared,
-		mailFrom:         getenv("MAIL_FROM"),
-		configurationSet: getenv("SES_CONFIGURATION_SET"),
-		queueURL:         getenv("STATUS_EVENTS_QUEUE_URL"),
-		verifyEmailURL:   getenv("VERIFY_EMAIL_URL"),
-		passwordResetURL: getenv("ACCOUNT_RECOVERY_URL"),
-		concurrency:      worker.DefaultConcurrency,
-		localTimeout:     localTimeout,
-	}
-	missing := []error{err}
-	if s.mailFrom == "" {
-		missing = append(missing, errors.New("MAIL_FROM is not set"))
-	}
-	if s.queueURL == "" {
-		missing = append(missing, errors.New("STATUS_EVENTS_QUEUE_URL is not set"))
-	}
-	switch {
-	case s.verifyEmailURL == "" && s.Lambda:
-		missing = append(missing, errors.New("VERIFY_EMAIL_URL is not set"))
-	case s.verifyEmailURL == "":
-		s.verifyEmailURL = localVerifyEmailURL
-	}
-	if _, err := worker.ParseVerifyEmailURL(s.verifyEmailURL); err != nil && s.verifyEmailURL != "" {
-		missing = append(missing, fmt.Errorf("VERIFY_EMAIL_URL: %w", err))
-	}
-	switch {
-	case s.passwordResetURL == "" && s.Lambda:
-		missing = append(missing, errors.New("ACCOUNT_RECOVERY_URL is not set"))
-	case s.passwordResetURL == "":
-		s.passwordResetURL = localPasswordResetURL
-	}
-	if _, err := worker.ParsePasswordResetURL(s.passwordResetURL); err != nil && s.passwordResetURL != "" {
-		missing = append(missing, fmt.Errorf("ACCOUNT_RECOVERY_URL: %w", err))
-	}
-	if s.retention, err = jobboard.ParseRetentionDays(getenv("RETENTION_DAYS")); err != nil {
-		missing = append(missing, fmt.Errorf("RETENTION_DAYS: %w", err))
-	}
-	if v := getenv("WORKER_CONCURRENCY"); v != "" {
-		if s.concurrency, err = strconv.Atoi(v); err != nil || s.concurrency < 1 || s.concurrency > 100 {
-			missing = append(missing, fmt.Errorf("WORKER_CONCURRENCY = %q: want a whole number from 1 to 100", v))
-		}
-	}
-	if s.db, err = database.LoadSettings(getenv, ""); err != nil {
-		missing = append(missing, err)
-	}
-	if s.localTimeout, err = function.LocalInvocationTimeout(getenv, s.localTimeout); err != nil {
-		missing = append(missing, err)
-	}
-	return s, errors.Join(missing...)
-}
-
-// run is main without the process: it reads the settings, wires the worker
-// and hands its handler to the Lambda runtime, which does not return, or
-// outside Lambda to a local poller, which returns when ctx ends.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 1 {
-		return fmt.Errorf("unknown command %q: the worker takes none", args[1])
-	}
-	s, err := loadSettings(getenv)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, s, getenv, stdout)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx, s.Settings)
-}
-
-// wire builds the worker from its settings; getenv names the database (see
-// secret.Database), stdout takes its log and metric lines. Outside Lambda a
-// poller plays the event source mapping: batches of up to ten from
-// STATUS_EVENTS_QUEUE_URL, failures left for redelivery.
-func wire(ctx context.Context, s settings, getenv func(string) string, stdout io.Writer) (*function.Wiring, error) {
+// wire builds the worker from its settings; stdout takes its log and
+// metric lines. Outside Lambda a poller plays the event source mapping:
+// batches of up to ten from STATUS_EVENTS_QUEUE_URL, failures left for
+// redelivery.
+func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
-	sender, err := mail.NewSender(sesv2.NewFromConfig(s.AWS), s.mailFrom)
+	sender, err := mail.NewSender(sesv2.NewFromConfig(s.AWS), s.MailFrom)
 	if err != nil {
 		return nil, err
 	}
-	sender.ConfigurationSet = s.configurationSet
+	sender.ConfigurationSet = s.ConfigurationSet
 	sqsClient := sqs.NewFromConfig(s.AWS)
 
 	// The event source mapping's MaximumConcurrency times poolSize bounds
 	// the worker's connections. application_name tells its sessions apart.
-	db, err := database.Open(ctx, s.db, getenv, secret.NewClient(s.AWS),
+	db, err := database.Open(ctx, s.DB, secret.NewClient(s.AWS),
 		postgres.WorkerSession(lockTimeout, idleInTx),
 		database.Pool(poolSize, "jobboard-worker"))
 	if err != nil {
@@ -206,17 +96,17 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 		// Read before each send: no email to an address that bounced or complained.
 		Suppressions: db,
 		Mailer:       sender,
-		Redelivery:   queue.NewRedeliverer(sqsClient, s.queueURL),
-		Concurrency:  s.concurrency,
-		Retention:    s.retention,
+		Redelivery:   queue.NewRedeliverer(sqsClient, s.QueueURL),
+		Concurrency:  s.Concurrency,
+		Retention:    s.Retention,
 		Logger:       logger,
 		Metrics:      stdout,
 		// The metric line's version dimension, for the deploy's rollback
 		// alarms; empty outside Lambda.
 		FunctionVersion: s.Version,
 
-		VerifyEmailURL:   s.verifyEmailURL,
-		PasswordResetURL: s.passwordResetURL,
+		VerifyEmailURL:   s.VerifyEmailURL,
+		PasswordResetURL: s.PasswordResetURL,
 	})
 	if err != nil {
 		db.Close()
@@ -224,9 +114,9 @@ func wire(ctx context.Context, s settings, getenv func(string) string, stdout io
 	}
 	poller := &eventsource.Poller{
 		Client:         sqsClient,
-		QueueURL:       s.queueURL,
+		QueueURL:       s.QueueURL,
 		Handler:        h.Handle,
-		HandlerTimeout: s.localTimeout,
+		HandlerTimeout: s.LocalTimeout,
 		FunctionName:   "worker",
 		Logger:         logger,
 	}

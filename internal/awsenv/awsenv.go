@@ -53,21 +53,28 @@ var ErrNoCredentials = errors.New("AWS credentials: " + EnvAccessKeyID + " and "
 // credentialsSource names these credentials in the SDK's logs and errors.
 const credentialsSource = "awsenv"
 
+// Services are the SDK ids of the services the functions call, whose
+// endpoint variables (AWS_ENDPOINT_URL_<SERVICE>) Load reads. A client of
+// another service takes AWS_ENDPOINT_URL or AWS's own endpoint: add its id
+// here to point it elsewhere.
+var Services = []string{"SQS", "SESv2", "Secrets Manager", "Lambda", "CodeDeploy"}
+
 // Load returns the AWS configuration that getenv describes: the region from
 // AWS_REGION (else AWS_DEFAULT_REGION), static credentials from
 // AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and the optional
-// AWS_SESSION_TOKEN, and the endpoint variables. Everything else is the
-// SDK's default, filled in by each service client (its HTTP client,
-// retryer and signer).
+// AWS_SESSION_TOKEN, and the endpoint variables of Services. Everything
+// else is the SDK's default, filled in by each service client (its HTTP
+// client, retryer and signer).
 //
-// Load reads the region and credentials at once, a service's endpoint
-// variable when a client of it is made. It fails at nothing: without a region
-// the SDK refuses the first request, without credentials the provider
-// answers ErrNoCredentials, as LoadDefaultConfig's clients would fail.
+// Load reads every variable it may use at once, whatever their values,
+// and never later: the configuration holds values, not the environment. It
+// fails at nothing: without a region the SDK refuses the first request,
+// without credentials the provider answers ErrNoCredentials, as
+// LoadDefaultConfig's clients would fail.
 func Load(getenv func(string) string) aws.Config {
 	region := getenv(EnvRegion)
-	if region == "" {
-		region = getenv(EnvDefaultRegion)
+	if defaultRegion := getenv(EnvDefaultRegion); region == "" {
+		region = defaultRegion
 	}
 	creds := aws.Credentials{
 		AccessKeyID:     getenv(EnvAccessKeyID),
@@ -75,19 +82,28 @@ func Load(getenv func(string) string) aws.Config {
 		SessionToken:    getenv(EnvSessionToken),
 		Source:          credentialsSource,
 	}
-	src := &endpoints{ignore: strings.EqualFold(getenv(EnvIgnoreConfiguredEndpointURLs), "true")}
+	src := &endpoints{
+		ignore:  strings.EqualFold(getenv(EnvIgnoreConfiguredEndpointURLs), "true"),
+		service: map[string]string{},
+	}
+	all := getenv(EnvEndpointURL)
+	for _, id := range Services {
+		if u := getenv(EndpointVariable(id)); u != "" {
+			src.service[id] = u
+		}
+	}
 	cfg := aws.Config{
 		Region:        region,
 		Credentials:   aws.NewCredentialsCache(staticCredentials(creds)),
 		ConfigSources: []any{src},
 	}
 	if src.ignore {
+		src.service = nil
 		return cfg
 	}
-	if u := getenv(EnvEndpointURL); u != "" {
-		cfg.BaseEndpoint = &u
+	if all != "" {
+		cfg.BaseEndpoint = &all
 	}
-	src.getenv = getenv
 	return cfg
 }
 
@@ -110,17 +126,16 @@ func staticCredentials(c aws.Credentials) aws.CredentialsProviderFunc {
 // both methods by interface on aws.Config.ConfigSources.
 type endpoints struct {
 	ignore bool
-	// getenv is nil when the variables are ignored.
-	getenv func(string) string
+	// service maps an SDK id to its endpoint variable's value; nil when
+	// the variables are ignored.
+	service map[string]string
 }
 
 // GetServiceBaseEndpoint returns AWS_ENDPOINT_URL_<SERVICE> for the service
-// whose SDK id is sdkID ("SQS", "SESv2", "Secrets Manager").
+// whose SDK id is sdkID ("SQS", "SESv2", "Secrets Manager"), as Load read
+// it.
 func (e *endpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string) (string, bool, error) {
-	if e.getenv == nil {
-		return "", false, nil
-	}
-	u := e.getenv(EndpointVariable(sdkID))
+	u := e.service[sdkID]
 	return u, u != "", nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/codedeploy"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -73,6 +75,8 @@ func TestLoadHonoursServiceEndpoints(t *testing.T) {
 		"AWS_ENDPOINT_URL_SQS":             sqsEndpoint,
 		"AWS_ENDPOINT_URL_SESV2":           "http://127.0.0.1:4002",
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:4000",
+		"AWS_ENDPOINT_URL_LAMBDA":          "http://127.0.0.1:4003",
+		"AWS_ENDPOINT_URL_CODEDEPLOY":      "http://127.0.0.1:4004",
 	}))
 	client := sqs.NewFromConfig(cfg)
 	name := fmt.Sprintf("awsenv-%d", time.Now().UnixNano())
@@ -87,6 +91,8 @@ func TestLoadHonoursServiceEndpoints(t *testing.T) {
 		{"SQS", client.Options().BaseEndpoint, sqsEndpoint},
 		{"SESv2", sesv2.NewFromConfig(cfg).Options().BaseEndpoint, "http://127.0.0.1:4002"},
 		{"Secrets Manager", secretsmanager.NewFromConfig(cfg).Options().BaseEndpoint, "http://127.0.0.1:4000"},
+		{"Lambda", lambda.NewFromConfig(cfg).Options().BaseEndpoint, "http://127.0.0.1:4003"},
+		{"CodeDeploy", codedeploy.NewFromConfig(cfg).Options().BaseEndpoint, "http://127.0.0.1:4004"},
 	} {
 		if aws.ToString(c.got) != c.want {
 			t.Errorf("%s endpoint %q; want %q", c.service, aws.ToString(c.got), c.want)
@@ -133,5 +139,57 @@ func TestEndpointVariable(t *testing.T) {
 		if got := awsenv.EndpointVariable(id); got != want {
 			t.Errorf("EndpointVariable(%q) = %q; want %q", id, got, want)
 		}
+	}
+}
+
+// Load reads every variable it may use, whatever their values, and
+// nothing afterwards: making a client of each service the functions call
+// reads nothing more, so a recording getenv handed to a function's
+// settings loader sees all the names it uses, and wiring gets values.
+func TestLoadReadsEverythingAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, vars := range []map[string]string{
+		nil,
+		{"AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:1111", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "true"},
+	} {
+		read := map[string]bool{}
+		loading := true
+		cfg := awsenv.Load(func(k string) string {
+			if !loading {
+				t.Errorf("%s read after Load returned", k)
+			}
+			read[k] = true
+			return vars[k]
+		})
+		loading = false
+		sqs.NewFromConfig(cfg)
+		sesv2.NewFromConfig(cfg)
+		secretsmanager.NewFromConfig(cfg)
+		lambda.NewFromConfig(cfg)
+		codedeploy.NewFromConfig(cfg)
+
+		want := []string{awsenv.EnvRegion, awsenv.EnvDefaultRegion, awsenv.EnvAccessKeyID, awsenv.EnvSecretAccessKey,
+			awsenv.EnvSessionToken, awsenv.EnvEndpointURL, awsenv.EnvIgnoreConfiguredEndpointURLs}
+		for _, id := range awsenv.Services {
+			want = append(want, awsenv.EndpointVariable(id))
+		}
+		for _, k := range want {
+			if !read[k] {
+				t.Errorf("with %v: Load did not read %s", vars, k)
+			}
+		}
+		if len(read) != len(want) {
+			t.Errorf("with %v: Load read %d variables, want %d (%v)", vars, len(read), len(want), want)
+		}
+	}
+}
+
+// Services names, in the SDK's own spelling, every service a function
+// calls: a misspelt id would leave that service's endpoint variable unread.
+func TestServicesAreTheSDKsIDs(t *testing.T) {
+	t.Parallel()
+	want := []string{sqs.ServiceID, sesv2.ServiceID, secretsmanager.ServiceID, lambda.ServiceID, codedeploy.ServiceID}
+	if fmt.Sprint(awsenv.Services) != fmt.Sprint(want) {
+		t.Errorf("Services = %q; want %q", awsenv.Services, want)
 	}
 }

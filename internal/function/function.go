@@ -1,10 +1,12 @@
 // Package function holds what the job board's Lambda functions share in
 // their mains: the settings each reads from its environment besides its own
 // (whether it runs inside Lambda, its log level, its AWS configuration), the
-// logger made of them, and the Wiring that every main's wire returns. Each
-// main reads its settings once (every error joined), then wires its
-// adapters, then runs: under the Lambda runtime, or outside Lambda in its
-// local mode. Package database opens the database of those that have one.
+// logger made of them, the Wiring that every main's wire returns, and the
+// shape of every main (Main and Run): read the settings once (every error
+// joined), then wire the adapters from those values, then run, under the
+// Lambda runtime or outside Lambda in its local mode. A main is its name,
+// its settings package's Load and its wire. Package database opens the
+// database of those that have one.
 package function
 
 import (

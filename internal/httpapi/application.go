@@ -51,7 +51,7 @@ func (s *server) jobApplications(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
-	p, err := s.applications.JobApplications(r.Context(), a, jobID, limit, after)
+	p, err := s.Applications.JobApplications(r.Context(), a, jobID, limit, after)
 	if err != nil {
 		return fmt.Errorf("applications of job %d: %w", jobID, err)
 	}
@@ -70,7 +70,7 @@ func (s *server) myApplications(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
-	p, err := s.applications.CandidateApplications(r.Context(), a, limit, after)
+	p, err := s.Applications.CandidateApplications(r.Context(), a, limit, after)
 	if err != nil {
 		return fmt.Errorf("applications of candidate %d: %w", a.UserID, err)
 	}
@@ -89,7 +89,7 @@ func (s *server) application(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	app, err := s.applications.Application(r.Context(), a, id)
+	app, err := s.Applications.Application(r.Context(), a, id)
 	if err != nil {
 		return fmt.Errorf("application %d: %w", id, err)
 	}
@@ -152,7 +152,7 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	h, err := s.applications.History(r.Context(), a, id)
+	h, err := s.Applications.History(r.Context(), a, id)
 	if err != nil {
 		return fmt.Errorf("history of application %d: %w", id, err)
 	}
@@ -239,7 +239,7 @@ func (s *server) ifVersion(ctx context.Context, a jobboard.Actor, id int64, c pr
 	case len(c.versions) == 1:
 		return &c.versions[0], nil
 	}
-	current, err := s.applications.Application(ctx, a, id)
+	current, err := s.Applications.Application(ctx, a, id)
 	if err != nil {
 		return nil, fmt.Errorf("application %d: %w", id, err)
 	}

@@ -158,7 +158,7 @@ func (s *server) listingNotModified(w http.ResponseWriter, r *http.Request, acto
 	if len(r.Header.Values("If-None-Match")) == 0 {
 		return false, nil
 	}
-	version, err := s.jobs.JobListingVersion(r.Context())
+	version, err := s.Jobs.JobListingVersion(r.Context())
 	if err != nil {
 		return false, fmt.Errorf("search jobs: %w", err)
 	}

@@ -20,8 +20,8 @@ import (
 // counts as the IPv4 address.
 func (s *server) clientOf(r *http.Request) string {
 	addr := ""
-	if s.clientAddress != nil {
-		addr = s.clientAddress(r)
+	if s.ClientAddress != nil {
+		addr = s.ClientAddress(r)
 	}
 	if addr == "" {
 		addr = r.RemoteAddr
@@ -65,28 +65,28 @@ func throttleDigest(purpose string, parts ...string) []byte {
 // accountKey counts the failed logins to one account (a normalised email,
 // whether or not an account has it) from one client.
 func (s *server) accountKey(email, client string) jobboard.ThrottleKey {
-	return jobboard.ThrottleKey{Digest: throttleDigest(loginKeyPurpose, email, client), Policy: s.loginPolicy}
+	return jobboard.ThrottleKey{Digest: throttleDigest(loginKeyPurpose, email, client), Policy: s.LoginPolicy}
 }
 
 // clientKey counts the credential attempts of one client across accounts:
 // logins, and registrations that find the address taken.
 func (s *server) clientKey(client string) jobboard.ThrottleKey {
-	return jobboard.ThrottleKey{Digest: throttleDigest(clientKeyPurpose, client), Policy: s.clientPolicy, Shared: true}
+	return jobboard.ThrottleKey{Digest: throttleDigest(clientKeyPurpose, client), Policy: s.ClientPolicy, Shared: true}
 }
 
 // verifyKey counts one client's attempts to verify an email address.
 func (s *server) verifyKey(client string) jobboard.ThrottleKey {
-	return jobboard.ThrottleKey{Digest: throttleDigest(verifyKeyPurpose, client), Policy: s.clientPolicy, Shared: true}
+	return jobboard.ThrottleKey{Digest: throttleDigest(verifyKeyPurpose, client), Policy: s.ClientPolicy, Shared: true}
 }
 
 // attempt counts an attempt under keys (see jobboard.LoginThrottle).
 // Errors: *jobboard.BlockedError when a key is blocked, storage errors.
 // Without a throttle it counts nothing.
 func (s *server) attempt(ctx context.Context, keys ...jobboard.ThrottleKey) error {
-	if s.logins == nil {
+	if s.Logins == nil {
 		return nil
 	}
-	wait, err := s.logins.LoginAttempt(ctx, s.now(), keys...)
+	wait, err := s.Logins.LoginAttempt(ctx, s.Now(), keys...)
 	if err != nil {
 		return err
 	}
@@ -98,10 +98,10 @@ func (s *server) attempt(ctx context.Context, keys ...jobboard.ThrottleKey) erro
 
 // attemptSucceeded records that the attempt counted under keys succeeded.
 func (s *server) attemptSucceeded(ctx context.Context, keys ...jobboard.ThrottleKey) error {
-	if s.logins == nil {
+	if s.Logins == nil {
 		return nil
 	}
-	return s.logins.LoginSucceeded(ctx, keys...)
+	return s.Logins.LoginSucceeded(ctx, keys...)
 }
 
 // hashCounted runs fn, an argon2id computation for an attempt counted under
@@ -111,11 +111,11 @@ func (s *server) attemptSucceeded(ctx context.Context, keys ...jobboard.Throttle
 // cannot make the owner's own attempts count as failures.
 func (s *server) hashCounted(ctx context.Context, fn func(), keys ...jobboard.ThrottleKey) error {
 	err := s.hashing.run(ctx, fn)
-	if err == nil || s.logins == nil {
+	if err == nil || s.Logins == nil {
 		return err
 	}
-	if uerr := s.logins.LoginUndecided(context.WithoutCancel(ctx), keys...); uerr != nil {
-		loggerFrom(ctx, s.log).WarnContext(ctx, "take back an attempt left undecided", slog.Any("error", uerr))
+	if uerr := s.Logins.LoginUndecided(context.WithoutCancel(ctx), keys...); uerr != nil {
+		loggerFrom(ctx, s.Logger).WarnContext(ctx, "take back an attempt left undecided", slog.Any("error", uerr))
 	}
 	return err
 }

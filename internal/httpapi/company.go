@@ -38,7 +38,7 @@ func (s *server) company(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	_, signedIn := s.optionalActor(r)
-	c, err := s.companies.Company(r.Context(), id)
+	c, err := s.Companies.Company(r.Context(), id)
 	if err != nil {
 		return fmt.Errorf("company %d: %w", id, err)
 	}

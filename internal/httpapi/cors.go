@@ -56,7 +56,7 @@ func ParseAllowedOrigins(list string) ([]string, error) {
 // Without allowed origins it changes nothing. Bearer tokens travel in the
 // Authorization header, not in cookies, so credentials are never allowed.
 func (s *server) cors(next http.Handler) http.Handler {
-	if len(s.corsOrigins) == 0 {
+	if len(s.CORSAllowedOrigins) == 0 {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -96,9 +96,9 @@ func (s *server) allowOrigin(origin string) string {
 	switch {
 	case origin == "":
 		return ""
-	case slices.Contains(s.corsOrigins, strings.ToLower(origin)):
+	case slices.Contains(s.CORSAllowedOrigins, strings.ToLower(origin)):
 		return origin
-	case slices.Contains(s.corsOrigins, "*"):
+	case slices.Contains(s.CORSAllowedOrigins, "*"):
 		return "*"
 	}
 	return ""

@@ -153,7 +153,7 @@ func (s *server) keyConflict(w http.ResponseWriter, r *http.Request, req jobboar
 // whether the stored answer holds a sealed secret). Errors: errKeyReused
 // for another request, the store's and the key source's errors.
 func (s *server) replay(w http.ResponseWriter, r *http.Request, req jobboard.IdempotentRequest, body []byte, policy keyPolicy) (bool, error) {
-	stored, err := s.writes.StoredResponse(r.Context(), req.Scope, req.Key)
+	stored, err := s.Writes.StoredResponse(r.Context(), req.Scope, req.Key)
 	switch {
 	case errors.Is(err, jobboard.ErrNotFound):
 		return false, nil
@@ -165,7 +165,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request, req jobboard.Ide
 	case errors.Is(err, errUnknownFingerprintKey):
 		// Cannot be told; refusing is safe (nothing runs twice), and the
 		// client makes a new key for a new request.
-		loggerFrom(r.Context(), s.log).WarnContext(r.Context(), "Idempotency-Key retry refused: its answer was stored under a retired key",
+		loggerFrom(r.Context(), s.Logger).WarnContext(r.Context(), "Idempotency-Key retry refused: its answer was stored under a retired key",
 			slog.Any("error", err))
 		return false, errKeyReused
 	case err != nil:

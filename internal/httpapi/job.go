@@ -54,7 +54,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) error {
 	if signedIn {
 		actor = &a
 	}
-	j, err := s.jobs.Job(r.Context(), actor, id)
+	j, err := s.Jobs.Job(r.Context(), actor, id)
 	if err != nil {
 		return fmt.Errorf("job %d: %w", id, err)
 	}
@@ -82,7 +82,7 @@ func (s *server) searchJobs(w http.ResponseWriter, r *http.Request) error {
 	if done, err := s.listingNotModified(w, r, actor); done || err != nil {
 		return err
 	}
-	listing, err := s.jobs.SearchJobs(r.Context(), actor, f)
+	listing, err := s.Jobs.SearchJobs(r.Context(), actor, f)
 	if err != nil {
 		return fmt.Errorf("search jobs: %w", err)
 	}
@@ -139,7 +139,7 @@ func (s *server) updateJob(w http.ResponseWriter, r *http.Request, st jobboard.W
 		// Merge the given salary members into the current salary. The read
 		// and the update are separate: a concurrent salary change between
 		// them is overwritten, which is what a full replacement would do too.
-		current, err := s.jobs.Job(r.Context(), &a, id)
+		current, err := s.Jobs.Job(r.Context(), &a, id)
 		if err != nil {
 			return fmt.Errorf("job %d: %w", id, err)
 		}

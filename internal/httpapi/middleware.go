@@ -39,8 +39,8 @@ func requestIDFrom(ctx context.Context) string {
 // requestID is the id the request arrived with (Config.RequestID), or a
 // random one made here.
 func (s *server) requestIDOf(r *http.Request) string {
-	if s.requestID != nil {
-		if id := s.requestID(r); id != "" {
+	if s.RequestID != nil {
+		if id := s.RequestID(r); id != "" {
 			return id
 		}
 	}
@@ -71,7 +71,7 @@ func (s *server) observe(next http.Handler) http.Handler {
 				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v) // net/http's way to abort a response; it handles it
 				}
-				loggerFrom(ctx, s.log).ErrorContext(ctx, "panic in handler", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+				loggerFrom(ctx, s.Logger).ErrorContext(ctx, "panic in handler", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 				if !rec.wroteHeader {
 					p, _ := problemFor(errPanic)
 					s.writeProblem(rec, r, p, errPanic)
@@ -107,7 +107,7 @@ func (s *server) observe(next http.Handler) http.Handler {
 // this function, and looking it up (runtime.Callers) was about a quarter of
 // formatting the line (0.24 of 1.0 µs, measured apart).
 func (s *server) logRequest(ctx context.Context, level slog.Level, start time.Time, attrs ...slog.Attr) {
-	h := s.log.Handler()
+	h := s.Logger.Handler()
 	if !h.Enabled(ctx, level) {
 		return
 	}
@@ -120,14 +120,14 @@ func (s *server) logRequest(ctx context.Context, level slog.Level, start time.Ti
 
 // countRequest writes the request's metric line (Config.Metrics).
 func (s *server) countRequest(status int) {
-	if s.metrics == nil {
+	if s.Metrics == nil {
 		return
 	}
 	serverErrors := 0.0
 	if status >= 500 {
 		serverErrors = 1
 	}
-	emf.WriteByVersion(s.metrics, "api", s.version, s.now(),
+	emf.WriteByVersion(s.Metrics, "api", s.FunctionVersion, s.Now(),
 		emf.Metric{Name: "Requests", Unit: emf.Count, Value: 1},
 		emf.Metric{Name: "ServerErrors", Unit: emf.Count, Value: serverErrors})
 }

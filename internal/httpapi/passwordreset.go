@@ -32,13 +32,13 @@ func (s *server) requestPasswordReset(w http.ResponseWriter, r *http.Request, st
 	if err != nil {
 		return err
 	}
-	queued, err := st.RequestPasswordReset(r.Context(), in.Email, s.resetPolicy, s.now())
+	queued, err := st.RequestPasswordReset(r.Context(), in.Email, s.PasswordResetPolicy, s.Now())
 	if err != nil {
 		return fmt.Errorf("request password reset: %w", err)
 	}
 	if !queued {
 		// The address asked too often: no email, the same answer.
-		loggerFrom(r.Context(), s.log).InfoContext(r.Context(), "password reset not queued: the address had too many this hour",
+		loggerFrom(r.Context(), s.Logger).InfoContext(r.Context(), "password reset not queued: the address had too many this hour",
 			slog.String("email_tag", s.addressTag(r.Context(), in.Email)))
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -65,14 +65,14 @@ func (s *server) resetPassword(w http.ResponseWriter, r *http.Request, st jobboa
 	}
 	ctx := r.Context()
 	tokenHash := jobboard.HashVerificationToken(in.Token)
-	if err := s.users.CheckPasswordResetToken(ctx, tokenHash, s.now()); err != nil {
+	if err := s.Users.CheckPasswordResetToken(ctx, tokenHash, s.Now()); err != nil {
 		return err
 	}
-	u, err := st.ResetPassword(ctx, tokenHash, s.passwords.hash(in.Password), s.now())
+	u, err := st.ResetPassword(ctx, tokenHash, s.passwords.hash(in.Password), s.Now())
 	if err != nil {
 		return err
 	}
-	loggerFrom(ctx, s.log).InfoContext(ctx, "password reset; earlier sessions ended", slog.Int64("user_id", u.ID))
+	loggerFrom(ctx, s.Logger).InfoContext(ctx, "password reset; earlier sessions ended", slog.Int64("user_id", u.ID))
 	w.Header().Set("Cache-Control", "no-store")
 	return writeJSON(w, http.StatusOK, u)
 }

@@ -131,49 +131,18 @@ const relayTimeout = 5 * time.Second
 // readyTimeout bounds the database ping of /readyz.
 const readyTimeout = 2 * time.Second
 
-// server holds the dependencies shared by the handlers.
+// server holds the dependencies shared by the handlers: its Config, with
+// the defaults filled in, and what newServer builds from it.
 type server struct {
-	writes       jobboard.WriteStore
-	users        jobboard.UserStore
-	companies    jobboard.CompanyStore
-	jobs         jobboard.JobStore
-	applications jobboard.ApplicationStore
-	pinger       Pinger
-	relayer      jobboard.EventRelay
-	log          *slog.Logger
-	requestID    func(*http.Request) string
-	tokens       tokenIssuer
-	passwords    passwordHasher
-	hashing      hashLimiter
-	logins       jobboard.LoginThrottle
-	loginPolicy  jobboard.LoginPolicy
-	clientPolicy jobboard.LoginPolicy
-	// clientAddress is Config.ClientAddress.
-	clientAddress func(*http.Request) string
+	Config
+	tokens    tokenIssuer
+	passwords passwordHasher
+	hashing   hashLimiter
 	// fingerprints keys the fingerprints of Idempotency-Key requests.
 	fingerprints *fingerprinter
-	now          func() time.Time
 	mux          *http.ServeMux
 	routes       []route // registered routes, for tests
 	publicCache  string  // Cache-Control of anonymous public reads
-	corsOrigins  []string
-	metrics      io.Writer // nil: none
-	version      string
-
-	// verificationPolicy bounds the verification emails, resetPolicy the
-	// password reset emails.
-	verificationPolicy jobboard.VerificationPolicy
-	resetPolicy        jobboard.VerificationPolicy
-
-	// webhooks, webhookSealer, webhookURLs and webhookDispatches are
-	// Config's.
-	webhooks          jobboard.WebhookStore
-	webhookSealer     jobboard.SecretSealer
-	webhookURLs       jobboard.WebhookURLPolicy
-	webhookDispatches jobboard.WebhookDispatchPolicy
-
-	// suppressions is Config's.
-	suppressions jobboard.SuppressionList
 }
 
 // NewServer returns the HTTP handler of the job-board API: every route of
@@ -228,39 +197,13 @@ func newServer(cfg Config) *server {
 		cfg.WebhookDispatches = jobboard.DefaultWebhookDispatchPolicy
 	}
 	s := &server{
-		writes:       cfg.Writes,
-		users:        cfg.Users,
-		companies:    cfg.Companies,
-		jobs:         cfg.Jobs,
-		applications: cfg.Applications,
-		pinger:       cfg.Pinger,
-		relayer:      cfg.Relay,
-		log:          cfg.Logger,
-		requestID:    cfg.RequestID,
+		Config:       cfg,
 		tokens:       tokenIssuer{keys: cfg.TokenKeys, ttl: cfg.TokenTTL, now: cfg.Now},
 		passwords:    newPasswordHasher(cfg.Password),
 		hashing:      newHashLimiter(cfg.PasswordHashes, cfg.PasswordHashWait),
-		logins:       cfg.Logins,
-		loginPolicy:  cfg.LoginPolicy,
-		clientPolicy: cfg.ClientPolicy,
 		fingerprints: newFingerprinter(cfg.TokenKeys),
-		now:          cfg.Now,
 		mux:          http.NewServeMux(),
 		publicCache:  publicCacheControl(cfg.PublicMaxAge, cfg.StaleWhileRevalidate),
-		corsOrigins:  cfg.CORSAllowedOrigins,
-		metrics:      cfg.Metrics,
-		version:      cfg.FunctionVersion,
-
-		clientAddress:      cfg.ClientAddress,
-		verificationPolicy: cfg.VerificationPolicy,
-		resetPolicy:        cfg.PasswordResetPolicy,
-
-		webhooks:      cfg.Webhooks,
-		webhookSealer: cfg.WebhookSealer,
-		webhookURLs:   cfg.WebhookURLs,
-
-		webhookDispatches: cfg.WebhookDispatches,
-		suppressions:      cfg.Suppressions,
 	}
 	s.addRoutes()
 	return s
@@ -286,7 +229,7 @@ func (s *server) handle(h apiFunc) http.HandlerFunc {
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ctx := r.Context()
 	p, unexpected := problemFor(err)
-	log := loggerFrom(ctx, s.log)
+	log := loggerFrom(ctx, s.Logger)
 	switch {
 	case unexpected && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		log.WarnContext(ctx, "request cancelled by the client", slog.Any("error", err))
@@ -321,7 +264,7 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem,
 		w.Header().Set("WWW-Authenticate", challenge)
 	}
 	if err := writeBody(w, p.Status, mediaProblem, p); err != nil {
-		loggerFrom(ctx, s.log).ErrorContext(ctx, "write problem", slog.Any("error", err))
+		loggerFrom(ctx, s.Logger).ErrorContext(ctx, "write problem", slog.Any("error", err))
 	}
 }
 
@@ -360,13 +303,13 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) error {
 
 // readyz answers 200 when the database answers a ping, 503 otherwise.
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
-	if s.pinger == nil {
+	if s.Pinger == nil {
 		return errNoDatabase
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if err := s.pinger.Ping(ctx); err != nil {
-		loggerFrom(r.Context(), s.log).WarnContext(r.Context(), "readiness: database ping failed", slog.Any("error", err))
+	if err := s.Pinger.Ping(ctx); err != nil {
+		loggerFrom(r.Context(), s.Logger).WarnContext(r.Context(), "readiness: database ping failed", slog.Any("error", err))
 		return errDatabaseDown
 	}
 	return writeJSON(w, http.StatusOK, health{Status: "ok"})

@@ -273,7 +273,7 @@ func (s *server) authenticate(acc access, h apiFunc) apiFunc {
 		case !found:
 			return h(w, r)
 		}
-		u, err := s.users.UserByID(r.Context(), a.UserID)
+		u, err := s.Users.UserByID(r.Context(), a.UserID)
 		if errors.Is(err, jobboard.ErrNotFound) {
 			return &tokenError{fmt.Errorf("the account of user %d no longer exists", a.UserID)}
 		}

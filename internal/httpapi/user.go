@@ -44,7 +44,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request, st jobboard.Wr
 	if err := s.hashCounted(ctx, func() { hash = s.passwords.hash(in.Password) }, client); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	u, queued, err := st.Register(ctx, in, hash, s.verificationPolicy, s.now())
+	u, queued, err := st.Register(ctx, in, hash, s.VerificationPolicy, s.Now())
 	if err != nil {
 		return fmt.Errorf("register %s: %w", in.Role, err)
 	}
@@ -52,7 +52,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request, st jobboard.Wr
 		return fmt.Errorf("registration of user %d: %w", u.ID, err)
 	}
 	if !queued {
-		loggerFrom(ctx, s.log).InfoContext(ctx, "registered without a verification email: the address had too many this hour",
+		loggerFrom(ctx, s.Logger).InfoContext(ctx, "registered without a verification email: the address had too many this hour",
 			slog.Int64("user_id", u.ID))
 	}
 	return s.writeSession(w, r, http.StatusCreated, u)
@@ -87,7 +87,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request, _ jobboard.Writes
 	if err := s.attempt(ctx, keys...); err != nil {
 		return fmt.Errorf("login: %w", err)
 	}
-	u, hash, err := s.users.UserByEmail(ctx, email)
+	u, hash, err := s.Users.UserByEmail(ctx, email)
 	switch {
 	case errors.Is(err, jobboard.ErrNotFound):
 		if err := s.hashCounted(ctx, func() { s.passwords.burn(in.Password) }, keys...); err != nil {
@@ -157,8 +157,8 @@ func (s *server) me(w http.ResponseWriter, r *http.Request) error {
 	}
 	a, u := in.actor, in.user
 	me := meAnswer{User: u, EmailDelivery: jobboard.AddressDelivery{Deliverable: true}}
-	if s.suppressions != nil {
-		sup, found, err := s.suppressions.Suppression(r.Context(), u.Email)
+	if s.Suppressions != nil {
+		sup, found, err := s.Suppressions.Suppression(r.Context(), u.Email)
 		if err != nil {
 			return fmt.Errorf("user %d: %w", a.UserID, err)
 		}
@@ -216,7 +216,7 @@ func (s *server) resumeEmailDelivery(w http.ResponseWriter, r *http.Request, st 
 		return &jobboard.ValidationError{Fields: []jobboard.FieldError{{Field: "withdraw_complaint",
 			Detail: "must be true: the owner of the address withdraws their spam complaint"}}}
 	}
-	if s.suppressions == nil {
+	if s.Suppressions == nil {
 		return errEmailDeliveryOff
 	}
 	ctx := r.Context()
@@ -227,7 +227,7 @@ func (s *server) resumeEmailDelivery(w http.ResponseWriter, r *http.Request, st 
 	if err != nil {
 		return err
 	}
-	loggerFrom(ctx, s.log).InfoContext(ctx, "complaint withdrawn by the address's owner: email resumes",
+	loggerFrom(ctx, s.Logger).InfoContext(ctx, "complaint withdrawn by the address's owner: email resumes",
 		slog.Int64("user_id", a.UserID))
 	return writeJSON(w, http.StatusOK, d)
 }

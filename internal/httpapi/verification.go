@@ -39,7 +39,7 @@ func (s *server) verifyEmail(w http.ResponseWriter, r *http.Request, st jobboard
 	if !jobboard.ValidVerificationToken(in.Token) {
 		return fmt.Errorf("verify email: token of the wrong shape: %w", jobboard.ErrVerificationTokenInvalid)
 	}
-	u, err := st.VerifyEmail(ctx, jobboard.HashVerificationToken(in.Token), s.now())
+	u, err := st.VerifyEmail(ctx, jobboard.HashVerificationToken(in.Token), s.Now())
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (s *server) resendVerification(w http.ResponseWriter, r *http.Request, st j
 	if err != nil {
 		return err
 	}
-	err = st.RequestVerification(r.Context(), a.UserID, s.verificationPolicy, s.now())
+	err = st.RequestVerification(r.Context(), a.UserID, s.VerificationPolicy, s.Now())
 	if errors.Is(err, jobboard.ErrNotFound) {
 		return fmt.Errorf("token of deleted user %d: %w", a.UserID, jobboard.ErrUnauthenticated)
 	}

@@ -29,7 +29,7 @@ type webhookTarget struct {
 // webhooks. Errors: 503 without them, 401, *requestError.
 func (s *server) webhookRoute(r *http.Request, withEndpoint bool) (webhookTarget, error) {
 	var t webhookTarget
-	if s.webhooks == nil || s.webhookSealer == nil {
+	if s.Webhooks == nil || s.WebhookSealer == nil {
 		return t, errWebhooksOff
 	}
 	var err error
@@ -57,11 +57,11 @@ func (s *server) createWebhook(w http.ResponseWriter, r *http.Request, st jobboa
 	if err != nil {
 		return err
 	}
-	if err := s.webhookURLs.Check(in.URL); err != nil {
+	if err := s.WebhookURLs.Check(in.URL); err != nil {
 		return err
 	}
 	secret := jobboard.NewWebhookSecret()
-	sealed, err := s.webhookSealer.Seal([]byte(secret), jobboard.WebhookSecretContext(t.company))
+	sealed, err := s.WebhookSealer.Seal([]byte(secret), jobboard.WebhookSecretContext(t.company))
 	if err != nil {
 		return fmt.Errorf("seal webhook secret: %w", err)
 	}
@@ -89,7 +89,7 @@ func (s *server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	es, err := s.webhooks.WebhookEndpoints(r.Context(), t.actor, t.company)
+	es, err := s.Webhooks.WebhookEndpoints(r.Context(), t.actor, t.company)
 	if err != nil {
 		return fmt.Errorf("webhook endpoints: %w", err)
 	}
@@ -106,7 +106,7 @@ func (s *server) getWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.webhooks.WebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint)
+	e, err := s.Webhooks.WebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint)
 	if err != nil {
 		return fmt.Errorf("webhook endpoint %d: %w", t.endpoint, err)
 	}
@@ -126,7 +126,7 @@ func (s *server) updateWebhook(w http.ResponseWriter, r *http.Request, st jobboa
 		return err
 	}
 	if p.URL != nil {
-		if err := s.webhookURLs.Check(*p.URL); err != nil {
+		if err := s.WebhookURLs.Check(*p.URL); err != nil {
 			return err
 		}
 	}
@@ -178,7 +178,7 @@ func (s *server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, st 
 		}
 	}
 	secret := jobboard.NewWebhookSecret()
-	sealed, err := s.webhookSealer.Seal([]byte(secret), jobboard.WebhookSecretContext(t.company))
+	sealed, err := s.WebhookSealer.Seal([]byte(secret), jobboard.WebhookSecretContext(t.company))
 	if err != nil {
 		return fmt.Errorf("seal webhook secret: %w", err)
 	}
@@ -201,7 +201,7 @@ func (s *server) webhookDeliveries(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	p, err := s.webhooks.WebhookDeliveries(r.Context(), t.actor, t.company, t.endpoint, f)
+	p, err := s.Webhooks.WebhookDeliveries(r.Context(), t.actor, t.company, t.endpoint, f)
 	if err != nil {
 		return fmt.Errorf("deliveries of webhook endpoint %d: %w", t.endpoint, err)
 	}
@@ -236,7 +236,7 @@ func (s *server) replayWebhookDelivery(w http.ResponseWriter, r *http.Request, s
 	if err != nil {
 		return err
 	}
-	d, err := st.ReplayWebhookDelivery(r.Context(), t.actor, t.company, t.endpoint, deliveryID, s.webhookDispatches)
+	d, err := st.ReplayWebhookDelivery(r.Context(), t.actor, t.company, t.endpoint, deliveryID, s.WebhookDispatches)
 	if err != nil {
 		return fmt.Errorf("replay webhook delivery %d: %w", deliveryID, err)
 	}
@@ -253,7 +253,7 @@ func (s *server) pingWebhook(w http.ResponseWriter, r *http.Request, st jobboard
 	if err != nil {
 		return err
 	}
-	d, err := st.PingWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint, s.webhookDispatches)
+	d, err := st.PingWebhookEndpoint(r.Context(), t.actor, t.company, t.endpoint, s.WebhookDispatches)
 	if err != nil {
 		return fmt.Errorf("ping webhook endpoint %d: %w", t.endpoint, err)
 	}
@@ -273,7 +273,7 @@ const sealedSecretMember = "secret_sealed"
 // sealSecretAnswer seals the "secret" member of an answer to store.
 func (s *server) sealSecretAnswer(body []byte) ([]byte, error) {
 	return s.swapSecret(body, "secret", sealedSecretMember, func(v []byte) ([]byte, error) {
-		sealed, err := s.webhookSealer.Seal(v, secretAnswerContext)
+		sealed, err := s.WebhookSealer.Seal(v, secretAnswerContext)
 		return []byte(base64.StdEncoding.EncodeToString(sealed)), err
 	})
 }
@@ -285,7 +285,7 @@ func (s *server) openSecretAnswer(body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return s.webhookSealer.Open(sealed, secretAnswerContext)
+		return s.WebhookSealer.Open(sealed, secretAnswerContext)
 	})
 }
 
@@ -297,7 +297,7 @@ func (s *server) openSecretAnswer(body []byte) ([]byte, error) {
 // is escaped, so it cannot occur in another member's value. Errors: a
 // body that is not such an object, f's.
 func (s *server) swapSecret(body []byte, from, to string, f func([]byte) ([]byte, error)) ([]byte, error) {
-	if s.webhookSealer == nil {
+	if s.WebhookSealer == nil {
 		return nil, errors.New("an answer with a webhook secret, but no sealer")
 	}
 	var obj map[string]json.RawMessage

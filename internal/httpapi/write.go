@@ -44,7 +44,7 @@ func (s *server) write(policy keyPolicy, h writeFunc) apiFunc {
 		}
 		rec := newRecorder()
 		var handlerErr error
-		events, err := s.writes.Write(r.Context(), req, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
+		events, err := s.Writes.Write(r.Context(), req, func(st jobboard.Writes) (*jobboard.StoredResponse, error) {
 			if handlerErr = h(rec, inner, st); handlerErr != nil || req == nil {
 				return nil, handlerErr
 			}
@@ -71,13 +71,13 @@ func (s *server) write(policy keyPolicy, h writeFunc) apiFunc {
 // and the answer is unchanged. Each publish has its own deadline, detached
 // from the client's cancellation (see relayTimeout).
 func (s *server) relay(r *http.Request, events []jobboard.Event) {
-	if s.relayer == nil {
+	if s.Relay == nil {
 		return
 	}
 	for _, ev := range events {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), relayTimeout)
-		if err := s.relayer.Relay(ctx, ev); err != nil {
-			loggerFrom(r.Context(), s.log).WarnContext(ctx, "relay event; the sweeper will publish it",
+		if err := s.Relay.Relay(ctx, ev); err != nil {
+			loggerFrom(r.Context(), s.Logger).WarnContext(ctx, "relay event; the sweeper will publish it",
 				slog.String("event_id", ev.EventID), slog.String("type", ev.Type), slog.Int64("application_id", ev.ApplicationID), slog.Any("error", err))
 		}
 		cancel()

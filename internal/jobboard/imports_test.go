@@ -54,11 +54,11 @@ var allowedInternal = map[string][]string{
 	"internal/dev/syncio":      {},
 	"internal/postgres/schema": {},
 	// The deploy's PreTraffic hook: migrate, smoke-test, report.
-	"internal/deployhook": {},
+	"internal/pretraffichook": {},
 	// The migration function's answers to CloudFormation, which say what
 	// schema.Apply did.
-	"internal/schemamigration":         {"internal/postgres/schema"},
-	"internal/schemamigration/cfntest": {},
+	"internal/migrate":         {"internal/postgres/schema"},
+	"internal/migrate/cfntest": {},
 	// A TCP proxy that injects faults, for tests and the chaos run.
 	"internal/dev/faultproxy": {},
 	// Packages of tests alone: the deploy's (template, emulator, moto

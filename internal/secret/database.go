@@ -22,9 +22,9 @@ const DefaultMaxAge = 5 * time.Minute
 // not one each.
 const DefaultMinInterval = time.Second
 
-// Database returns the PostgreSQL URL: DATABASE_URL when it is set (creds
-// is then nil), else the URL described by the secret named by
-// DATABASE_SECRET_ARN, which must hold RDS-style JSON
+// Database returns the PostgreSQL URL: s.URL (DATABASE_URL) when it is set
+// (creds is then nil), else the URL described by the secret s.SecretARN
+// names (DATABASE_SECRET_ARN), which must hold RDS-style JSON
 // {"username","password","host","port","dbname"} (port defaults to 5432,
 // dbname to "postgres", and an optional "sslmode" to "require", or to
 // "verify-full" with DATABASE_SSLROOTCERT). DATABASE_HOST replaces the
@@ -40,11 +40,11 @@ const DefaultMinInterval = time.Second
 // Errors wrap ErrNotConfigured when neither variable is set, ErrMalformed
 // when the secret is not such JSON, or the error of newClient or of the
 // Secrets Manager call.
-func Database(ctx context.Context, getenv func(string) string, newClient func() (Getter, error)) (dbURL string, creds *DatabaseCredentials, err error) {
-	if u := getenv(EnvDatabaseURL); u != "" {
-		return u, nil, nil
+func Database(ctx context.Context, s DatabaseSettings, newClient func() (Getter, error)) (dbURL string, creds *DatabaseCredentials, err error) {
+	if s.URL != "" {
+		return s.URL, nil, nil
 	}
-	arn := getenv(EnvDatabaseSecretARN)
+	arn := s.SecretARN
 	if arn == "" {
 		return "", nil, fmt.Errorf("database connection: set %s or %s: %w", EnvDatabaseURL, EnvDatabaseSecretARN, ErrNotConfigured)
 	}
@@ -55,11 +55,11 @@ func Database(ctx context.Context, getenv func(string) string, newClient func() 
 		MinInterval: DefaultMinInterval,
 		Now:         time.Now,
 	}
-	s, err := creds.lookup(ctx)
+	rds, err := creds.lookup(ctx)
 	if err != nil {
 		return "", nil, err
 	}
-	dbURL, err = s.url(arn, urlSettings{host: getenv(EnvDatabaseHost), sslRootCert: getenv(EnvDatabaseSSLRootCert)})
+	dbURL, err = rds.url(arn, s)
 	if err != nil {
 		return "", nil, err
 	}

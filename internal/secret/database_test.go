@@ -22,7 +22,7 @@ func (c *fakeClock) advance(d time.Duration) { c.now = c.now.Add(d) }
 func newCredentials(t *testing.T, srv *httptest.Server) (*secret.DatabaseCredentials, *fakeClock) {
 	t.Helper()
 	calls := 0
-	_, creds, err := secret.Database(context.Background(), env(map[string]string{secret.EnvDatabaseSecretARN: dbARN}), newClientFor(srv, &calls))
+	_, creds, err := secret.Database(context.Background(), secret.DatabaseSettings{SecretARN: dbARN}, newClientFor(srv, &calls))
 	if err != nil || creds == nil {
 		t.Fatalf("Database: %v, %v", creds, err)
 	}
@@ -41,7 +41,7 @@ func wantCredentials(t *testing.T, creds *secret.DatabaseCredentials, user, pass
 
 func TestDatabaseFromTheEnvironmentHasNoCredentialsSource(t *testing.T) {
 	t.Parallel()
-	u, creds, err := secret.Database(context.Background(), env(map[string]string{secret.EnvDatabaseURL: "postgres://x@y/z"}), noClient(t))
+	u, creds, err := secret.Database(context.Background(), secret.DatabaseSettings{URL: "postgres://x@y/z"}, noClient(t))
 	if u != "postgres://x@y/z" || creds != nil || err != nil {
 		t.Errorf("Database = %q, %v, %v; want the URL, no credentials source", u, creds, err)
 	}

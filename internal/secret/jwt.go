@@ -43,16 +43,17 @@ type JWTKeySource struct {
 	fetched time.Time
 }
 
-// NewJWTKeySource reads JWT_SECRET and JWT_SECRET_ARN. It fetches nothing:
-// the first Keys call does. newClient is called only when a secret must be
-// fetched. Errors wrap ErrNotConfigured when neither variable is set.
-func NewJWTKeySource(getenv func(string) string, newClient func() (Getter, error)) (*JWTKeySource, error) {
+// NewJWTKeySource returns the source of the key k names (see LoadJWTKey):
+// its value, or its secret. It fetches nothing: the first Keys call does.
+// newClient is called only when a secret must be fetched. Errors wrap
+// ErrNotConfigured when k names none.
+func NewJWTKeySource(k Key, newClient func() (Getter, error)) (*JWTKeySource, error) {
 	src := &JWTKeySource{MaxAge: DefaultMaxAge, MinInterval: DefaultMinInterval, Now: time.Now, newClient: newClient}
-	if k := getenv(EnvJWTSecret); k != "" {
-		src.keys = JWTKeys{Current: []byte(k)}
+	if k.Value != "" {
+		src.keys = JWTKeys{Current: []byte(k.Value)}
 		return src, nil
 	}
-	src.arn = getenv(EnvJWTSecretARN)
+	src.arn = k.ARN
 	if src.arn == "" {
 		return nil, fmt.Errorf("JWT signing key: set %s or %s: %w", EnvJWTSecret, EnvJWTSecretARN, ErrNotConfigured)
 	}

@@ -15,7 +15,7 @@ import (
 
 func TestJWTKeySourceFromTheEnvironment(t *testing.T) {
 	t.Parallel()
-	src, err := secret.NewJWTKeySource(env(map[string]string{secret.EnvJWTSecret: "dev", secret.EnvJWTSecretARN: jwtARN}), noClient(t))
+	src, err := secret.NewJWTKeySource(secret.LoadJWTKey(env(map[string]string{secret.EnvJWTSecret: "dev", secret.EnvJWTSecretARN: jwtARN})), noClient(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestJWTKeySourceFromTheEnvironment(t *testing.T) {
 			t.Errorf("Keys(refresh=%v) = %+v, %v; want the environment's key alone", refresh, keys, err)
 		}
 	}
-	if _, err := secret.NewJWTKeySource(env(nil), noClient(t)); !errors.Is(err, secret.ErrNotConfigured) {
+	if _, err := secret.NewJWTKeySource(secret.LoadJWTKey(env(nil)), noClient(t)); !errors.Is(err, secret.ErrNotConfigured) {
 		t.Errorf("nothing set: %v; want ErrNotConfigured", err)
 	}
 }
@@ -39,7 +39,7 @@ func TestJWTKeySourceFollowsARotation(t *testing.T) {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	calls := 0
-	src, err := secret.NewJWTKeySource(env(map[string]string{secret.EnvJWTSecretARN: jwtARN}), newClientFor(srv, &calls))
+	src, err := secret.NewJWTKeySource(secret.LoadJWTKey(env(map[string]string{secret.EnvJWTSecretARN: jwtARN})), newClientFor(srv, &calls))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestJWTKeySourceFailures(t *testing.T) {
 	defer srv.Close()
 	keysOf := func(arn string) (secret.JWTKeys, error) {
 		calls := 0
-		src, err := secret.NewJWTKeySource(env(map[string]string{secret.EnvJWTSecretARN: arn}), newClientFor(srv, &calls))
+		src, err := secret.NewJWTKeySource(secret.LoadJWTKey(env(map[string]string{secret.EnvJWTSecretARN: arn})), newClientFor(srv, &calls))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -141,17 +141,18 @@ func (s *Sealer) Open(sealed []byte, context string) ([]byte, error) {
 	return plain, nil
 }
 
-// WebhookSealer returns the sealer of webhook signing secrets:
-// WEBHOOK_SEALING_KEY, or the AWSCURRENT version of the secret named by
-// WEBHOOK_SEALING_KEY_SECRET_ARN with its AWSPREVIOUS version for opening (both
+// WebhookSealer returns the sealer of webhook signing secrets under the key
+// k names (see LoadWebhookSealingKey): its value (WEBHOOK_SEALING_KEY), or
+// the AWSCURRENT version of its secret (WEBHOOK_SEALING_KEY_SECRET_ARN)
+// with its AWSPREVIOUS version for opening (both
 // looked up once, here: a rotation of the key reaches a sandbox at its next
 // cold start). Errors wrap ErrNotConfigured when neither is set,
 // ErrMalformed for a short key, or the Secrets Manager call's error.
-func WebhookSealer(ctx context.Context, getenv func(string) string, newClient func() (Getter, error)) (*Sealer, error) {
-	if k := getenv(EnvWebhookSealingKey); k != "" {
-		return NewSealer([]byte(k), nil)
+func WebhookSealer(ctx context.Context, k Key, newClient func() (Getter, error)) (*Sealer, error) {
+	if k.Value != "" {
+		return NewSealer([]byte(k.Value), nil)
 	}
-	arn := getenv(EnvWebhookSealingKeyARN)
+	arn := k.ARN
 	if arn == "" {
 		return nil, fmt.Errorf("webhook sealing key: set %s or %s: %w", EnvWebhookSealingKey, EnvWebhookSealingKeyARN, ErrNotConfigured)
 	}

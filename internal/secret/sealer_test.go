@@ -72,10 +72,10 @@ func TestSealerKeyRotation(t *testing.T) {
 func TestWebhookSealerSources(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	if _, err := secret.WebhookSealer(ctx, env(nil), noClient(t)); !errors.Is(err, secret.ErrNotConfigured) {
+	if _, err := secret.WebhookSealer(ctx, secret.LoadWebhookSealingKey(env(nil)), noClient(t)); !errors.Is(err, secret.ErrNotConfigured) {
 		t.Errorf("nothing set: %v", err)
 	}
-	local, err := secret.WebhookSealer(ctx, env(map[string]string{secret.EnvWebhookSealingKey: strings.Repeat("x", 32)}), noClient(t))
+	local, err := secret.WebhookSealer(ctx, secret.LoadWebhookSealingKey(env(map[string]string{secret.EnvWebhookSealingKey: strings.Repeat("x", 32)})), noClient(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,13 +87,13 @@ func TestWebhookSealerSources(t *testing.T) {
 	defer srv.Close()
 	calls := 0
 	fromARN := env(map[string]string{secret.EnvWebhookSealingKeyARN: webhookKeyARN})
-	first, err := secret.WebhookSealer(ctx, fromARN, newClientFor(srv, &calls))
+	first, err := secret.WebhookSealer(ctx, secret.LoadWebhookSealingKey(fromARN), newClientFor(srv, &calls))
 	if err != nil {
 		t.Fatalf("never rotated: %v", err)
 	}
 	sealedOne, _ := first.Seal([]byte("s"), "c")
 	fake.rotate(webhookKeyARN, two)
-	second, err := secret.WebhookSealer(ctx, fromARN, newClientFor(srv, &calls))
+	second, err := secret.WebhookSealer(ctx, secret.LoadWebhookSealingKey(fromARN), newClientFor(srv, &calls))
 	if err != nil {
 		t.Fatalf("rotated: %v", err)
 	}

@@ -8,6 +8,10 @@
 // version and, during a rotation, the previous one), so that a rotation
 // reaches warm sandboxes without a restart.
 //
+// A function's settings loader reads where each secret is (LoadDatabase,
+// LoadJWTKey, LoadWebhookSealingKey: every variable, whatever their
+// values); the lookups take those values, never the environment.
+//
 // Values never appear in errors or logs: errors name the variable or the
 // secret's ARN and say what is wrong, not what was there.
 package secret
@@ -27,7 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 )
 
-// The environment variables this package reads.
+// The environment variables this package's loaders read.
 const (
 	// EnvDatabaseURL is a PostgreSQL URL, for local runs.
 	EnvDatabaseURL = "DATABASE_URL"
@@ -47,6 +51,41 @@ const (
 	// certificate). The sslmode then defaults to verify-full.
 	EnvDatabaseSSLRootCert = "DATABASE_SSLROOTCERT"
 )
+
+// DatabaseSettings say where the database is: URL (DATABASE_URL, local
+// runs), which wins, or the secret SecretARN names (DATABASE_SECRET_ARN,
+// or a function's own login), adjusted by Host (DATABASE_HOST) and
+// SSLRootCert (DATABASE_SSLROOTCERT). See Database.
+type DatabaseSettings struct {
+	URL, SecretARN, Host, SSLRootCert string
+}
+
+// LoadDatabase reads the database's four variables through getenv.
+func LoadDatabase(getenv func(string) string) DatabaseSettings {
+	return DatabaseSettings{
+		URL:         getenv(EnvDatabaseURL),
+		SecretARN:   getenv(EnvDatabaseSecretARN),
+		Host:        getenv(EnvDatabaseHost),
+		SSLRootCert: getenv(EnvDatabaseSSLRootCert),
+	}
+}
+
+// Key says where a key is: Value, the key itself (local runs), which wins,
+// or the secret ARN names.
+type Key struct {
+	Value, ARN string
+}
+
+// LoadJWTKey reads JWT_SECRET and JWT_SECRET_ARN through getenv.
+func LoadJWTKey(getenv func(string) string) Key {
+	return Key{Value: getenv(EnvJWTSecret), ARN: getenv(EnvJWTSecretARN)}
+}
+
+// LoadWebhookSealingKey reads WEBHOOK_SEALING_KEY and
+// WEBHOOK_SEALING_KEY_SECRET_ARN through getenv.
+func LoadWebhookSealingKey(getenv func(string) string) Key {
+	return Key{Value: getenv(EnvWebhookSealingKey), ARN: getenv(EnvWebhookSealingKeyARN)}
+}
 
 // MinJWTKeyLen is the shortest JWT signing key accepted from Secrets Manager:
 // 32 bytes, the output size of HMAC-SHA256. template.yaml generates 64.
@@ -87,17 +126,12 @@ type rdsSecret struct {
 	SSLMode  string   `json:"sslmode"`
 }
 
-// urlSettings are the environment's adjustments to the URL built from the
-// secret.
-type urlSettings struct {
-	host        string // DATABASE_HOST
-	sslRootCert string // DATABASE_SSLROOTCERT
-}
-
-func (s rdsSecret) url(arn string, with urlSettings) (string, error) {
+// url is the URL the secret describes, adjusted by the settings' Host and
+// SSLRootCert.
+func (s rdsSecret) url(arn string, with DatabaseSettings) (string, error) {
 	host := s.Host
-	if with.host != "" {
-		host = with.host
+	if with.Host != "" {
+		host = with.Host
 	}
 	var missing []string
 	// An RDS-managed master secret holds the user and password alone: the
@@ -127,8 +161,8 @@ func (s rdsSecret) url(arn string, with urlSettings) (string, error) {
 	}
 	query := url.Values{}
 	sslmode := s.SSLMode
-	if with.sslRootCert != "" {
-		query.Set("sslrootcert", with.sslRootCert)
+	if with.SSLRootCert != "" {
+		query.Set("sslrootcert", with.SSLRootCert)
 		if sslmode == "" {
 			sslmode = "verify-full"
 		}

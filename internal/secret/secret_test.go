@@ -124,7 +124,7 @@ const (
 
 // databaseURL is secret.Database without the credentials.
 func databaseURL(ctx context.Context, getenv func(string) string, newClient func() (secret.Getter, error)) (string, error) {
-	u, _, err := secret.Database(ctx, getenv, newClient)
+	u, _, err := secret.Database(ctx, secret.LoadDatabase(getenv), newClient)
 	return u, err
 }
 
@@ -319,7 +319,7 @@ func TestNewClientIsBuiltOnceFromTheEnvironment(t *testing.T) {
 	if errA != nil || errB != nil || a != b {
 		t.Fatalf("NewClient gave %p (%v) then %p (%v); want one client", a, errA, b, errB)
 	}
-	src, err := secret.NewJWTKeySource(env(map[string]string{secret.EnvJWTSecretARN: jwtARN}), newClient)
+	src, err := secret.NewJWTKeySource(secret.LoadJWTKey(env(map[string]string{secret.EnvJWTSecretARN: jwtARN})), newClient)
 	if err != nil {
 		t.Fatal(err)
 	}

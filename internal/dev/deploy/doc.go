@@ -60,8 +60,9 @@
 //   - operations_test.go checks the RDS Proxy, an alarm for every failure,
 //     gradual deploys through the PreTraffic hook, the VPC endpoints and
 //     the NAT rule, CORS, and sam build in the source folder;
-//   - env_test.go checks that every environment variable a function's code
-//     reads is set for it in the template, and the reverse;
+//   - env_test.go checks that every environment variable a function's
+//     settings loader (functions/<name>/settings) asks a recording getenv
+//     for is set for it in the template, and the reverse;
 //   - events_test.go checks that the sample events look exactly like the
 //     events Lambda delivers;
 //   - rie_test.go runs each function's bootstrap under aws-lambda-rie (the

@@ -2,21 +2,52 @@ package deploy
 
 import (
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 
-	"github.com/jobboard/jobboard/internal/awsenv"
+	apisettings "github.com/jobboard/jobboard/functions/api/settings"
+	feedbacksettings "github.com/jobboard/jobboard/functions/feedback/settings"
+	migratesettings "github.com/jobboard/jobboard/functions/migrate/settings"
+	hooksettings "github.com/jobboard/jobboard/functions/pretraffichook/settings"
+	sweepersettings "github.com/jobboard/jobboard/functions/sweeper/settings"
+	webhooksettings "github.com/jobboard/jobboard/functions/webhook/settings"
+	workersettings "github.com/jobboard/jobboard/functions/worker/settings"
 	"github.com/jobboard/jobboard/internal/function"
-	fndatabase "github.com/jobboard/jobboard/internal/function/database"
 	"github.com/jobboard/jobboard/internal/secret"
 )
+
+// loaders are the functions' settings loaders, by their folder under
+// functions/: each reads, through the getenv it is given, every variable
+// its function uses, whatever their values.
+var loaders = map[string]func(getenv func(string) string){
+	"api":            loader(apisettings.Load),
+	"worker":         loader(workersettings.Load),
+	"sweeper":        loader(sweepersettings.Load),
+	"webhook":        loader(webhooksettings.Load),
+	"feedback":       loader(feedbacksettings.Load),
+	"migrate":        loader(migratesettings.Load),
+	"pretraffichook": loader(hooksettings.Load),
+}
+
+// loader drops what load returns: only the names it reads count here.
+func loader[S any](load func(func(string) string) (S, error)) func(getenv func(string) string) {
+	return func(getenv func(string) string) { _, _ = load(getenv) }
+}
+
+// reads calls load with a getenv that answers env's values and records the
+// names asked for.
+func reads(load func(getenv func(string) string), env map[string]string) map[string]bool {
+	read := map[string]bool{}
+	load(func(name string) string {
+		read[name] = true
+		return env[name]
+	})
+	return read
+}
 
 // localOnly are the variables a function may read that template.yaml does
 // not set, each with the reason.
@@ -33,10 +64,13 @@ var localOnly = map[string]string{
 	"AWS_ACCESS_KEY_ID":                   "set by Lambda (the execution role's credentials)",
 	"AWS_SECRET_ACCESS_KEY":               "set by Lambda (the execution role's credentials)",
 	"AWS_SESSION_TOKEN":                   "set by Lambda (the execution role's credentials)",
-	"AWS_ENDPOINT_URL":                    "local stand-ins for every service (the SDK reads it too)",
+	"AWS_ENDPOINT_URL":                    "local stand-ins for every service",
 	"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "standard SDK setting: turns the endpoint variables off",
-	"AWS_ENDPOINT_URL_SQS":                "local SQS stand-in (the SDK reads it too)",
-	"AWS_ENDPOINT_URL_SESV2":              "local SES stand-in (the SDK reads it too)",
+	"AWS_ENDPOINT_URL_SQS":                "local SQS stand-in",
+	"AWS_ENDPOINT_URL_SESV2":              "local SES stand-in",
+	"AWS_ENDPOINT_URL_SECRETS_MANAGER":    "local Secrets Manager stand-in (tests)",
+	"AWS_ENDPOINT_URL_LAMBDA":             "local Lambda stand-in (the hook's tests)",
+	"AWS_ENDPOINT_URL_CODEDEPLOY":         "local CodeDeploy stand-in (the hook's tests)",
 	secret.EnvWebhookSealingKey:           "local runs; on AWS the key is the WEBHOOK_SEALING_KEY_SECRET_ARN secret",
 	"WEBHOOK_ALLOW_INSECURE":              "local development and tests only (http, any port, loopback); never deployed",
 }
@@ -94,257 +128,106 @@ var templateFirst = map[string]map[string]string{
 // settings to read.
 const queryExecMode = "pgx's query exec mode behind RDS Proxy, for the database settings to read"
 
-// awsenvReads are the variables awsenv.Load reads.
-var awsenvReads = []string{awsenv.EnvRegion, awsenv.EnvDefaultRegion, awsenv.EnvAccessKeyID, awsenv.EnvSecretAccessKey,
-	awsenv.EnvSessionToken, awsenv.EnvEndpointURL, awsenv.EnvIgnoreConfiguredEndpointURLs}
-
-// packageReads are the variables that a call into one of the project's
-// packages reads with the getenv it is given, by import path and function.
-var packageReads = map[string]map[string][]string{
-	"github.com/jobboard/jobboard/internal/secret": {
-		"Database":        {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert},
-		"DatabaseAs":      {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert},
-		"WebhookSealer":   {secret.EnvWebhookSealingKey, secret.EnvWebhookSealingKeyARN},
-		"NewJWTKeySource": {secret.EnvJWTSecret, secret.EnvJWTSecretARN},
-	},
-	"github.com/jobboard/jobboard/internal/awsenv": {"Load": awsenvReads},
-	"github.com/jobboard/jobboard/internal/function": {
-		"Load":                   append([]string{function.EnvLambdaRuntimeAPI, function.EnvLogLevel, function.EnvFunctionVersion}, awsenvReads...),
-		"LocalInvocationTimeout": {function.EnvLocalInvocationTimeout},
-	},
-	// LoadSettings also reads the variable its second argument names (see
-	// envReads).
-	"github.com/jobboard/jobboard/internal/function/database": {
-		"LoadSettings": {secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, fndatabase.EnvQueryExecMode},
-		"Find":         databaseReads,
-		"Open":         databaseReads,
-	},
-}
-
-// databaseReads are the variables secret.Database reads.
-var databaseReads = []string{secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN, secret.EnvDatabaseHost, secret.EnvDatabaseSSLRootCert}
-
-// envReads parses the non-test Go files of the package in dir and returns
-// the names of the environment variables it reads: string constants passed
-// to getenv(...), os.Getenv(...) or os.LookupEnv(...), plus what its calls
-// into internal/secret, internal/awsenv and internal/function read
-// (packageReads). problems lists what it cannot see through: a name that is
-// not a constant, or getenv handed to another package.
-func envReads(dir string) (reads map[string]bool, problems []string, err error) {
-	fset := token.NewFileSet()
-	matches, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		return nil, nil, err
-	}
-	var files []*ast.File
-	for _, path := range matches {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
+// environmentProblems checks the names that the settings loader load of
+// the function name reads against env, the environment template.yaml
+// gives it: every name read is set there or is local-only, every name set
+// there is read (or listed in templateFirst), and the names read are the
+// same whether nothing is set (local) or env is, inside Lambda: a loader
+// that skipped a name for some values would hide it from this test.
+func environmentProblems(name string, load func(getenv func(string) string), env map[string]string) []string {
+	var problems []string
+	local := reads(load, nil)
+	inLambda := maps.Clone(env)
+	inLambda[function.EnvLambdaRuntimeAPI] = "127.0.0.1:9001"
+	deployed := reads(load, inLambda)
+	for _, v := range sortedKeys(local) {
+		if !deployed[v] {
+			problems = append(problems, fmt.Sprintf("%s: its settings loader reads %s locally but not with template.yaml's environment in Lambda: read every variable, whatever the values", name, v))
 		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return nil, nil, err
+	}
+	for _, v := range sortedKeys(deployed) {
+		if !local[v] {
+			problems = append(problems, fmt.Sprintf("%s: its settings loader reads %s with template.yaml's environment in Lambda but not locally: read every variable, whatever the values", name, v))
 		}
-		files = append(files, f)
-	}
-	if len(files) == 0 {
-		return nil, nil, fmt.Errorf("no Go files in %s", dir)
-	}
-
-	// String constants, anywhere in the package, by name.
-	consts := map[string]string{}
-	for _, f := range files {
-		ast.Inspect(f, func(n ast.Node) bool {
-			decl, ok := n.(*ast.GenDecl)
-			if !ok || decl.Tok != token.CONST {
-				return true
-			}
-			for _, spec := range decl.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, name := range vs.Names {
-					if i < len(vs.Values) {
-						if s, ok := stringLit(vs.Values[i]); ok {
-							consts[name.Name] = s
-						}
-					}
-				}
-			}
-			return true
-		})
-	}
-
-	reads = map[string]bool{}
-	for _, f := range files {
-		imports := map[string]string{} // local name → path
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			name := path[strings.LastIndex(path, "/")+1:]
-			if imp.Name != nil {
-				name = imp.Name.Name
-			}
-			imports[name] = path
+		if _, set := env[v]; !set && localOnly[v] == "" && localOnlyFor[name][v] == "" {
+			problems = append(problems, fmt.Sprintf("%s: its settings loader reads %s, which template.yaml does not set for it", name, v))
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
-			}
-			pos := fset.Position(call.Pos())
-			name := func(arg ast.Expr) {
-				if s, ok := stringLit(arg); ok {
-					reads[s] = true
-					return
-				}
-				if id, ok := arg.(*ast.Ident); ok {
-					if s, ok := consts[id.Name]; ok {
-						reads[s] = true
-						return
-					}
-				}
-				problems = append(problems, fmt.Sprintf("%s: environment variable name is not a string constant", pos))
-			}
-			var pkg, fn string
-			switch fun := call.Fun.(type) {
-			case *ast.Ident:
-				fn = fun.Name
-			case *ast.SelectorExpr:
-				if x, ok := fun.X.(*ast.Ident); ok {
-					if path, isImport := imports[x.Name]; isImport {
-						pkg = path
-					}
-				}
-				fn = fun.Sel.Name
-			}
-			switch {
-			case pkg == "" && fn == "getenv" && len(call.Args) == 1:
-				name(call.Args[0])
-				return true
-			case pkg == "os" && (fn == "Getenv" || fn == "LookupEnv") && len(call.Args) == 1:
-				name(call.Args[0])
-				return true
-			case packageReads[pkg] != nil:
-				for _, v := range packageReads[pkg][fn] {
-					reads[v] = true
-				}
-				if strings.HasSuffix(pkg, "/function/database") && fn == "LoadSettings" && len(call.Args) == 2 {
-					if s, ok := stringLit(call.Args[1]); ok && s != "" {
-						reads[s] = true
-					}
-				}
-				return true
-			}
-			if pkg != "" {
-				for _, arg := range call.Args {
-					if id, ok := arg.(*ast.Ident); ok && id.Name == "getenv" {
-						problems = append(problems, fmt.Sprintf("%s: getenv is handed to %s.%s, whose reads this test cannot see; read the variables in main or teach env_test.go about it", pos, pkg, fn))
-					}
-				}
-			}
-			return true
-		})
 	}
-	return reads, problems, nil
+	for _, v := range sortedKeys(env) {
+		if !deployed[v] && templateFirst[name][v] == "" {
+			problems = append(problems, fmt.Sprintf("%s: template.yaml sets %s, which its settings loader never reads (reads %v)", name, v, sortedKeys(deployed)))
+		}
+	}
+	return problems
 }
 
-func stringLit(e ast.Expr) (string, bool) {
-	lit, ok := e.(*ast.BasicLit)
-	if !ok || lit.Kind != token.STRING {
-		return "", false
-	}
-	s, err := strconv.Unquote(lit.Value)
-	return s, err == nil
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
-func sortedKeys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Every variable a function's code reads is set for it in template.yaml
-// (or is local-only, see localOnly), and every variable the template sets
-// is read: a missing one breaks the deployed function at cold start, an
-// unread one is a leftover or a typo.
+// Every variable a function's settings loader reads is set for it in
+// template.yaml (or is local-only, see localOnly), and every variable the
+// template sets is read: a missing one breaks the deployed function at
+// cold start, an unread one is a leftover or a typo. The names are those
+// the loader asks a recording getenv for: the wiring gets values, never
+// the environment, so the loader's are all the function reads.
 func TestFunctionEnvironmentMatchesTheCode(t *testing.T) {
 	t.Parallel()
 	tpl := loadTemplate(t)
+	seen := map[string]bool{}
 	for name, dir := range functionDirs(t, tpl) {
-		path := filepath.Join(repoRoot, "functions", dir)
-		if _, err := os.Stat(path); err != nil {
+		seen[dir] = true
+		if _, err := os.Stat(filepath.Join(repoRoot, "functions", dir)); err != nil {
 			t.Errorf("%s: its code, functions/%s, does not exist (%v): cannot check its environment", name, dir, err)
 			continue
 		}
-		reads, problems, err := envReads(path)
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
+		load, ok := loaders[dir]
+		if !ok {
+			t.Errorf("%s: functions/%s has no settings loader in loaders: add its settings package's Load", name, dir)
 			continue
 		}
-		for _, p := range problems {
-			t.Errorf("%s: %s", name, p)
+		for _, p := range environmentProblems(name, load, tpl.environment(t, name)) {
+			t.Error(p)
 		}
-		env := tpl.environment(t, name)
-		for _, v := range sortedKeys(reads) {
-			if _, set := env[v]; !set && localOnly[v] == "" && localOnlyFor[name][v] == "" {
-				t.Errorf("%s: functions/%s reads %s, which template.yaml does not set for it", name, dir, v)
-			}
-		}
-		for v := range env {
-			if !reads[v] && templateFirst[name][v] == "" {
-				t.Errorf("%s: template.yaml sets %s, which functions/%s never reads (reads %v)", name, v, dir, sortedKeys(reads))
-			}
+	}
+	for dir := range loaders {
+		if !seen[dir] {
+			t.Errorf("loaders lists functions/%s, which builds no function of template.yaml", dir)
 		}
 	}
 }
 
-// envReads itself, on a package written for the purpose.
-func TestEnvReadsFindsEveryKindOfRead(t *testing.T) {
+// environmentProblems itself, on loaders written for the purpose: each
+// mismatch it exists to catch is reported.
+func TestEnvironmentProblemsFindsEachMismatch(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	src := `package main
-
-import (
-	"context"
-	"os"
-
-	sec "github.com/jobboard/jobboard/internal/secret"
-	"example.com/config"
-)
-
-const envQueue = "QUEUE_URL"
-
-func run(ctx context.Context, getenv func(string) string) error {
-	const local = "LOCAL_CONST"
-	_ = getenv("LITERAL")
-	_ = getenv(envQueue)
-	_ = getenv(local)
-	_ = os.Getenv("FROM_OS")
-	_, _, _ = sec.Database(ctx, getenv, nil)
-	name := "DYNAMIC"
-	_ = getenv(name)
-	config.Load(getenv)
-	return helper(getenv)
-}
-
-func helper(getenv func(string) string) error { _ = getenv("IN_HELPER"); return nil }
-`
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o600); err != nil {
-		t.Fatal(err)
+	load := func(getenv func(string) string) {
+		_ = getenv("QUEUE_URL")
+		_ = getenv(secret.EnvDatabaseURL) // local-only: in order
+		_ = getenv("NOT_IN_TEMPLATE")
+		if getenv(function.EnvLambdaRuntimeAPI) == "" {
+			_ = getenv("ONLY_LOCALLY")
+		}
+		if getenv("FLAG") != "" {
+			_ = getenv("ONLY_WHEN_FLAG_SET")
+		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "main_test.go"), []byte("package main\nfunc f(getenv func(string) string) { getenv(\"TEST_ONLY\") }\n"), 0o600); err != nil {
-		t.Fatal(err)
+	env := map[string]string{"QUEUE_URL": "q", "FLAG": "1", "NEVER_READ": "x", "ONLY_WHEN_FLAG_SET": "z"}
+	problems := environmentProblems("SomeFunction", load, env)
+	got := strings.Join(problems, "\n")
+	wants := []string{
+		"reads ONLY_LOCALLY locally but not with template.yaml's environment",
+		"reads ONLY_WHEN_FLAG_SET with template.yaml's environment in Lambda but not locally",
+		"reads NOT_IN_TEMPLATE, which template.yaml does not set",
+		"template.yaml sets NEVER_READ, which its settings loader never reads",
 	}
-	reads, problems, err := envReads(dir)
-	if err != nil {
-		t.Fatal(err)
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
 	}
-	want := "DATABASE_HOST DATABASE_SECRET_ARN DATABASE_SSLROOTCERT DATABASE_URL FROM_OS IN_HELPER LITERAL LOCAL_CONST QUEUE_URL"
-	if got := strings.Join(sortedKeys(reads), " "); got != want {
-		t.Errorf("reads = %s; want %s", got, want)
-	}
-	if len(problems) != 2 || !strings.Contains(problems[0], "not a string constant") || !strings.Contains(problems[1], "example.com/config.Load") {
-		t.Errorf("problems = %q; want the dynamic name and getenv handed to config.Load", problems)
+	// QUEUE_URL, DATABASE_URL (local-only) and FLAG are in order.
+	if len(problems) != len(wants) {
+		t.Errorf("%d problems, want %d:\n%s", len(problems), len(wants), got)
 	}
 }

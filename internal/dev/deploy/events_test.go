@@ -16,8 +16,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/jobboard/jobboard/internal/deployhook"
 	"github.com/jobboard/jobboard/internal/jobboard"
+	"github.com/jobboard/jobboard/internal/pretraffichook"
 )
 
 const eventsDir = repoRoot + "/events"
@@ -195,7 +195,7 @@ func TestSweeperSampleEvent(t *testing.T) {
 // it needs AWS_ENDPOINT_URL_CODEDEPLOY pointed at a stand-in).
 func TestDeployHookSampleEvent(t *testing.T) {
 	t.Parallel()
-	var e deployhook.Event
+	var e pretraffichook.Event
 	decodeStrict(t, filepath.Join(eventsDir, "codedeploy-pretraffic.json"), &e)
 	if !strings.HasPrefix(e.DeploymentID, "d-") || e.LifecycleEventHookExecutionID == "" {
 		t.Errorf("codedeploy-pretraffic.json = %+v; want a deployment id and a hook execution id", e)

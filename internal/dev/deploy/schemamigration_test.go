@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobboard/jobboard/internal/migrate/cfntest"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
-	"github.com/jobboard/jobboard/internal/schemamigration/cfntest"
 )
 
 // The migration function as CloudFormation invokes it for the custom

@@ -21,33 +21,34 @@ import (
 // postgres.ParseQueryExecMode).
 const EnvQueryExecMode = "DATABASE_QUERY_EXEC_MODE"
 
-// Settings are the database settings of a function.
+// Settings are the database settings of a function: where the database
+// is, and how statements are sent.
 type Settings struct {
+	secret.DatabaseSettings
 	// QueryExecMode is DATABASE_QUERY_EXEC_MODE's mode; zero: the URL's,
 	// else pgx's default.
 	QueryExecMode pgx.QueryExecMode
-	// SecretARN, when set, names the function's own login (such as
-	// WEBHOOK_DATABASE_SECRET_ARN) in place of DATABASE_SECRET_ARN.
-	SecretARN string
 }
 
-// LoadSettings reads the database settings through getenv. loginEnv, when
-// not empty, names the variable of a login of the function's own, which may
-// stand in for DATABASE_SECRET_ARN. The database must be named: by
-// DATABASE_URL, DATABASE_SECRET_ARN or loginEnv's. Errors: one per variable
-// missing or malformed, joined, each naming its variable.
+// LoadSettings reads the database settings through getenv: every variable
+// it may use, whatever their values (secret.LoadDatabase's, loginEnv's,
+// DATABASE_QUERY_EXEC_MODE). loginEnv, when not empty, names the variable
+// of a login of the function's own (such as WEBHOOK_DATABASE_SECRET_ARN),
+// which when set stands in for DATABASE_SECRET_ARN. The database must be
+// named: by DATABASE_URL, DATABASE_SECRET_ARN or loginEnv's. Errors: one
+// per variable missing or malformed, joined, each naming its variable.
 func LoadSettings(getenv func(string) string, loginEnv string) (Settings, error) {
-	var (
-		s    Settings
-		errs []error
-		err  error
-	)
+	s := Settings{DatabaseSettings: secret.LoadDatabase(getenv)}
 	if loginEnv != "" {
-		s.SecretARN = getenv(loginEnv)
+		if arn := getenv(loginEnv); arn != "" {
+			s.SecretARN = arn
+		}
 	}
-	if getenv(secret.EnvDatabaseURL) == "" && getenv(secret.EnvDatabaseSecretARN) == "" && s.SecretARN == "" {
+	var errs []error
+	if s.URL == "" && s.SecretARN == "" {
 		errs = append(errs, fmt.Errorf("%s or %s is not set", secret.EnvDatabaseURL, secret.EnvDatabaseSecretARN))
 	}
+	var err error
 	if s.QueryExecMode, err = postgres.ParseQueryExecMode(getenv(EnvQueryExecMode)); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", EnvQueryExecMode, err))
 	}
@@ -64,11 +65,10 @@ type Source struct {
 	QueryExecMode pgx.QueryExecMode
 }
 
-// Find finds the function's database: DATABASE_URL, or the URL of the
-// secret (s.SecretARN, else DATABASE_SECRET_ARN) looked up through secrets.
-// Errors: those of secret.DatabaseAs.
-func Find(ctx context.Context, s Settings, getenv func(string) string, secrets func() (secret.Getter, error)) (Source, error) {
-	url, creds, err := secret.DatabaseAs(ctx, getenv, secrets, s.SecretARN)
+// Find finds the function's database: its URL, or the URL of its secret
+// looked up through secrets. Errors: those of secret.Database.
+func Find(ctx context.Context, s Settings, secrets func() (secret.Getter, error)) (Source, error) {
+	url, creds, err := secret.Database(ctx, s.DatabaseSettings, secrets)
 	if err != nil {
 		return Source{}, fmt.Errorf("database: %w", err)
 	}
@@ -93,8 +93,8 @@ func (src Source) Open(ctx context.Context, options ...func(*pgxpool.Config)) (*
 
 // Open finds the function's database (Find) and opens a pool over it
 // (Source.Open): the one way every function's wire opens its database.
-func Open(ctx context.Context, s Settings, getenv func(string) string, secrets func() (secret.Getter, error), options ...func(*pgxpool.Config)) (*postgres.DB, error) {
-	src, err := Find(ctx, s, getenv, secrets)
+func Open(ctx context.Context, s Settings, secrets func() (secret.Getter, error), options ...func(*pgxpool.Config)) (*postgres.DB, error) {
+	src, err := Find(ctx, s, secrets)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func main() {
 // run is main without the process.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
-	databaseURL, _, err := secret.Database(ctx, getenv, secret.NewClient(awsenv.Load(getenv)))
+	databaseURL, _, err := secret.Database(ctx, secret.LoadDatabase(getenv), secret.NewClient(awsenv.Load(getenv)))
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}

@@ -1,4 +1,4 @@
-package deployhook_test
+package pretraffichook_test
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jobboard/jobboard/internal/deployhook"
 	"github.com/jobboard/jobboard/internal/httpapi"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
+	"github.com/jobboard/jobboard/internal/pretraffichook"
 )
 
 // These tests run the hook against the API's own code (its handler behind
@@ -77,11 +77,11 @@ func (r *reports) all() []string {
 	return slices.Clone(r.got)
 }
 
-var deployment = deployhook.Event{DeploymentID: "d-ABCDEF123", LifecycleEventHookExecutionID: "exec-1"}
+var deployment = pretraffichook.Event{DeploymentID: "d-ABCDEF123", LifecycleEventHookExecutionID: "exec-1"}
 
-func newHook(t *testing.T, migrate func(context.Context) error, api deployhook.Invoker, r deployhook.Reporter) *deployhook.Hook {
+func newHook(t *testing.T, migrate func(context.Context) error, api pretraffichook.Invoker, r pretraffichook.Reporter) *pretraffichook.Hook {
 	t.Helper()
-	h, err := deployhook.New(deployhook.Config{Migrate: migrate, API: api, Reporter: r, Logger: slog.New(slog.DiscardHandler)})
+	h, err := pretraffichook.New(pretraffichook.Config{Migrate: migrate, API: api, Reporter: r, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func migrateTo(url string) func(context.Context) error {
 	return func(ctx context.Context) error { return schema.Migrate(ctx, url) }
 }
 
-func steps(res deployhook.Result) []string {
+func steps(res pretraffichook.Result) []string {
 	var out []string
 	for _, s := range res.Steps {
 		state := "ok"
@@ -111,7 +111,7 @@ func TestHookMigratesSmokeTestsAndReportsSucceeded(t *testing.T) {
 	url := pgtest.NewEmptyURL(t)
 	api, r := newAPI(t, url), &reports{}
 	res, err := newHook(t, migrateTo(url), api, r).Handle(context.Background(), deployment)
-	if err != nil || res.Status != deployhook.Succeeded {
+	if err != nil || res.Status != pretraffichook.Succeeded {
 		t.Fatalf("Handle = %+v, %v; want Succeeded", res, err)
 	}
 	want := []string{"migrate: ok", "smoke: readiness: ok", "smoke: read: ok", "smoke: rejected write: ok"}
@@ -149,7 +149,7 @@ func TestFailedMigrationReportsFailed(t *testing.T) {
 
 	api, r := newAPI(t, pgtest.NewURL(t)), &reports{}
 	res, err := newHook(t, migrateTo(url), api, r).Handle(context.Background(), deployment)
-	if err != nil || res.Status != deployhook.Failed || !strings.Contains(res.Steps[0].Error, "users") {
+	if err != nil || res.Status != pretraffichook.Failed || !strings.Contains(res.Steps[0].Error, "users") {
 		t.Fatalf("Handle = %+v, %v; want Failed at the migration", res, err)
 	}
 	if got := steps(res); !slices.Equal(got, []string{"migrate: failed"}) {
@@ -171,7 +171,7 @@ func TestFailedSmokeCheckReportsFailed(t *testing.T) {
 	t.Parallel()
 	api, r := newAPI(t, pgtest.NewEmptyURL(t)), &reports{}
 	res, err := newHook(t, migrateTo(pgtest.NewEmptyURL(t)), api, r).Handle(context.Background(), deployment)
-	if err != nil || res.Status != deployhook.Failed {
+	if err != nil || res.Status != pretraffichook.Failed {
 		t.Fatalf("Handle = %+v, %v; want Failed", res, err)
 	}
 	want := []string{"migrate: ok", "smoke: readiness: ok", "smoke: read: failed"}
@@ -194,7 +194,7 @@ func TestFunctionErrorFailsTheSmokeTest(t *testing.T) {
 	})
 	r := &reports{}
 	res, err := newHook(t, func(context.Context) error { return nil }, crash, r).Handle(context.Background(), deployment)
-	if err != nil || res.Status != deployhook.Failed || !strings.Contains(res.Steps[1].Error, "Runtime.ExitError") {
+	if err != nil || res.Status != pretraffichook.Failed || !strings.Contains(res.Steps[1].Error, "Runtime.ExitError") {
 		t.Fatalf("Handle = %+v, %v; want Failed with the function error", res, err)
 	}
 }
@@ -210,7 +210,7 @@ func TestUnreportedOutcomeFailsTheInvocation(t *testing.T) {
 	url := pgtest.NewURL(t)
 	r := &reports{fail: errors.New("injected: ThrottlingException")}
 	res, err := newHook(t, migrateTo(url), newAPI(t, url), r).Handle(context.Background(), deployment)
-	if err == nil || !strings.Contains(err.Error(), "ThrottlingException") || res.Status != deployhook.Succeeded {
+	if err == nil || !strings.Contains(err.Error(), "ThrottlingException") || res.Status != pretraffichook.Succeeded {
 		t.Fatalf("Handle = %+v, %v; want the report's error", res, err)
 	}
 }
@@ -230,8 +230,8 @@ func TestInvokedByHand(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &reports{}
-			res, err := newHook(t, tt.migrate, newAPI(t, url), r).Handle(context.Background(), deployhook.Event{})
-			if gotErr := errors.Is(err, deployhook.ErrStepFailed); gotErr != tt.wantErr || (err != nil && !gotErr) {
+			res, err := newHook(t, tt.migrate, newAPI(t, url), r).Handle(context.Background(), pretraffichook.Event{})
+			if gotErr := errors.Is(err, pretraffichook.ErrStepFailed); gotErr != tt.wantErr || (err != nil && !gotErr) {
 				t.Errorf("Handle = %+v, %v; want an error: %v", res, err, tt.wantErr)
 			}
 			if len(r.all()) != 0 {
@@ -249,7 +249,7 @@ func TestAPanickingStepReportsFailed(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		migrate  func(context.Context) error
-		api      deployhook.Invoker
+		api      pretraffichook.Invoker
 		wantStep string
 	}{
 		{"migration", func(context.Context) error { panic("the migration's bug") }, panicking{}, "migrate"},
@@ -258,7 +258,7 @@ func TestAPanickingStepReportsFailed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := &reports{}
-			h, err := deployhook.New(deployhook.Config{Migrate: tt.migrate, API: tt.api, Reporter: r})
+			h, err := pretraffichook.New(pretraffichook.Config{Migrate: tt.migrate, API: tt.api, Reporter: r})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -267,7 +267,7 @@ func TestAPanickingStepReportsFailed(t *testing.T) {
 				t.Fatalf("Handle: %v", err)
 			}
 			last := res.Steps[len(res.Steps)-1]
-			if res.Status != deployhook.Failed || !strings.HasPrefix(last.Name, tt.wantStep) || !strings.HasPrefix(last.Error, "panic: ") {
+			if res.Status != pretraffichook.Failed || !strings.HasPrefix(last.Name, tt.wantStep) || !strings.HasPrefix(last.Error, "panic: ") {
 				t.Errorf("result %+v; want Failed, the %s step's panic as its error, the last step", res, tt.wantStep)
 			}
 			if got := r.all(); !slices.Equal(got, []string{"d-ABCDEF123 exec-1 Failed"}) {

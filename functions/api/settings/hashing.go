@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"bufio"
@@ -18,27 +18,31 @@ import (
 // once (see httpapi.Config.PasswordHashes).
 const envPasswordHashes = "PASSWORD_HASH_CONCURRENCY"
 
+// envMemorySize is set by Lambda: the function's memory, in MB.
+const envMemorySize = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+
 // passwordHashes reads PASSWORD_HASH_CONCURRENCY, a positive integer; unset,
 // it is httpapi.PasswordHashConcurrency of the cores Go may use and the
-// memory the process may take (memoryLimit).
+// memory the process may take (memoryLimit, of AWS_LAMBDA_FUNCTION_MEMORY_SIZE).
 func passwordHashes(getenv func(string) string) (int, error) {
-	if v := getenv(envPasswordHashes); v != "" {
+	v, memorySize := getenv(envPasswordHashes), getenv(envMemorySize)
+	if v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			return 0, fmt.Errorf("%s = %q: want a positive integer", envPasswordHashes, v)
 		}
 		return n, nil
 	}
-	return httpapi.PasswordHashConcurrency(runtime.GOMAXPROCS(0), memoryLimit(getenv, os.ReadFile), httpapi.DefaultPasswordParams), nil
+	return httpapi.PasswordHashConcurrency(runtime.GOMAXPROCS(0), memoryLimit(memorySize, os.ReadFile), httpapi.DefaultPasswordParams), nil
 }
 
 // memoryLimit is the memory the process may take, in bytes, or 0 when
-// unknown: in Lambda the function's memory size
-// (AWS_LAMBDA_FUNCTION_MEMORY_SIZE, in MB); else the lowest of GOMEMLIMIT,
+// unknown: in Lambda the function's memory size (lambdaMB, the value of
+// AWS_LAMBDA_FUNCTION_MEMORY_SIZE, in MB); else the lowest of GOMEMLIMIT,
 // the cgroup's memory.max (a container's limit) and the machine's
 // MemTotal.
-func memoryLimit(getenv func(string) string, readFile func(string) ([]byte, error)) int64 {
-	if mb, err := strconv.ParseInt(getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"), 10, 64); err == nil && mb > 0 {
+func memoryLimit(lambdaMB string, readFile func(string) ([]byte, error)) int64 {
+	if mb, err := strconv.ParseInt(lambdaMB, 10, 64); err == nil && mb > 0 {
 		return mb << 20
 	}
 	limit := int64(math.MaxInt64)

@@ -1,4 +1,4 @@
-package deployhook
+package pretraffichook
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package schemamigration_test
+package migrate_test
 
 import (
 	"bytes"
@@ -14,10 +14,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/cfn"
 
+	"github.com/jobboard/jobboard/internal/migrate"
+	"github.com/jobboard/jobboard/internal/migrate/cfntest"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
 	"github.com/jobboard/jobboard/internal/postgres/schema"
-	"github.com/jobboard/jobboard/internal/schemamigration"
-	"github.com/jobboard/jobboard/internal/schemamigration/cfntest"
 )
 
 // The handler against a real PostgreSQL, with a local server in place of
@@ -28,9 +28,9 @@ import (
 const physicalID = cfntest.StackID + "/" + cfntest.LogicalResourceID
 
 // handler migrates the database at url as the function does.
-func handler(t *testing.T, url string) *schemamigration.Handler {
+func handler(t *testing.T, url string) *migrate.Handler {
 	t.Helper()
-	h, err := schemamigration.New(schemamigration.Config{
+	h, err := migrate.New(migrate.Config{
 		Migrate: func(ctx context.Context) (schema.Report, error) { return schema.Apply(ctx, url) },
 	})
 	if err != nil {
@@ -161,7 +161,7 @@ func TestAFailingMigrationAnswersFailed(t *testing.T) {
 func TestDeleteChangesNothing(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewEmptyURL(t)
-	for name, h := range map[string]*schemamigration.Handler{
+	for name, h := range map[string]*migrate.Handler{
 		"database":             handler(t, url),
 		"unreachable database": handler(t, "postgres://127.0.0.1:1/none"),
 	} {
@@ -194,7 +194,7 @@ func TestAMigrationOutOfTimeAnswersFailedBeforeTheDeadline(t *testing.T) {
 	if _, err := tx.Exec(ctx, `LOCK TABLE schema_version IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	h, err := schemamigration.New(schemamigration.Config{
+	h, err := migrate.New(migrate.Config{
 		Migrate:      func(ctx context.Context) (schema.Report, error) { return schema.Apply(ctx, url) },
 		AnswerMargin: 2 * time.Second,
 	})
@@ -220,7 +220,7 @@ func TestAMigrationOutOfTimeAnswersFailedBeforeTheDeadline(t *testing.T) {
 func TestALongReasonIsShortened(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("é\"\n<", 3000) // 4 runes, 6 bytes, 10 bytes as JSON
-	h, err := schemamigration.New(schemamigration.Config{
+	h, err := migrate.New(migrate.Config{
 		Migrate: func(context.Context) (schema.Report, error) { return schema.Report{}, errors.New(long) },
 	})
 	if err != nil {
@@ -256,7 +256,7 @@ func TestBadRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(ev, "ResponseURL")
-	if _, err := h.Handle(context.Background(), []byte(mustJSON(t, ev))); !errors.Is(err, schemamigration.ErrMalformedRequest) {
+	if _, err := h.Handle(context.Background(), []byte(mustJSON(t, ev))); !errors.Is(err, migrate.ErrMalformedRequest) {
 		t.Errorf("a Create without ResponseURL: %v; want ErrMalformedRequest", err)
 	}
 	if n := tables(t, url); n != 0 {
@@ -294,7 +294,7 @@ func TestOtherEventsMigrate(t *testing.T) {
 	want := pgtest.EmbeddedMigrations(t)
 	for i, ev := range []string{`{}`, `{"DeploymentId":"d-EXAMPLE"}`} {
 		got, err := handler(t, url).Handle(context.Background(), json.RawMessage(ev))
-		wantResult := schemamigration.Result{Migrated: true, SchemaVersion: want, Applied: want}
+		wantResult := migrate.Result{Migrated: true, SchemaVersion: want, Applied: want}
 		if i > 0 {
 			wantResult.Applied = 0
 		}
@@ -309,7 +309,7 @@ func TestOtherEventsMigrate(t *testing.T) {
 
 func TestNewNeedsMigrate(t *testing.T) {
 	t.Parallel()
-	if _, err := schemamigration.New(schemamigration.Config{}); err == nil {
+	if _, err := migrate.New(migrate.Config{}); err == nil {
 		t.Error("New without Migrate: no error")
 	}
 }
@@ -361,7 +361,7 @@ func TestAnUpdateToALowerLevelNeedsNoDatabase(t *testing.T) {
 // reason, so that CloudFormation does not wait for the ServiceTimeout.
 func TestAPanicAnswersFailed(t *testing.T) {
 	t.Parallel()
-	h, err := schemamigration.New(schemamigration.Config{
+	h, err := migrate.New(migrate.Config{
 		Migrate: func(context.Context) (schema.Report, error) { panic("the migration's bug") },
 	})
 	if err != nil {
@@ -385,7 +385,7 @@ func TestAnAnswerThatHangsFailsTheInvocation(t *testing.T) {
 	release := make(chan struct{})
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
 	t.Cleanup(func() { close(release); hang.Close() })
-	h, err := schemamigration.New(schemamigration.Config{
+	h, err := migrate.New(migrate.Config{
 		Migrate: func(context.Context) (schema.Report, error) { return schema.Report{To: 10, Embedded: 10}, nil },
 		Client:  &http.Client{Timeout: 200 * time.Millisecond},
 	})

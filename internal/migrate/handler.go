@@ -1,4 +1,4 @@
-// Package schemamigration is the migration function's handler
+// Package migrate is the migration function's handler
 // (functions/migrate, MigrateFunction in template.yaml). It answers two
 // kinds of invocation:
 //
@@ -22,7 +22,7 @@
 // So the migration of a request stops AnswerMargin before the invocation's
 // deadline, and the answer always goes out, within AnswerTimeout: FAILED,
 // saying the migration did not finish; a panic answers FAILED too.
-package schemamigration
+package migrate
 
 import (
 	"bytes"
@@ -86,7 +86,7 @@ type Handler struct {
 // New returns a Handler; it returns an error when Migrate is missing.
 func New(c Config) (*Handler, error) {
 	if c.Migrate == nil {
-		return nil, errors.New("schemamigration: Migrate is required")
+		return nil, errors.New("migrate: Migrate is required")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -1,4 +1,4 @@
-// Package deployhook is the PreTraffic hook of the stack's deploys.
+// Package pretraffichook is the PreTraffic hook of the stack's deploys.
 // CodeDeploy invokes it before it moves any traffic to the new version of a
 // function; it migrates the database (the embedded migrations, under the
 // advisory lock), smoke-tests the API's new version by invoking it
@@ -8,7 +8,7 @@
 // the new version.
 //
 // Its migration is a second line: the custom resource SchemaMigration
-// (internal/schemamigration) has migrated before any alias moves, so the
+// (internal/migrate) has migrated before any alias moves, so the
 // hook's finds nothing to do, at the cost of one short invocation. It stays
 // because it costs so little and guards what the custom resource cannot
 // see: CloudFormation sends SchemaMigration an Update only when its
@@ -19,7 +19,7 @@
 // Invoked by hand with an event without a deployment id, it migrates and
 // smoke-tests the same way and answers with its result, failing the
 // invocation when a step failed: the runbook's check of a running stack.
-package deployhook
+package pretraffichook
 
 import (
 	"context"
@@ -90,7 +90,7 @@ type Hook struct {
 // missing.
 func New(c Config) (*Hook, error) {
 	if c.Migrate == nil || c.API == nil || c.Reporter == nil {
-		return nil, errors.New("deployhook: Migrate, API and Reporter are required")
+		return nil, errors.New("pretraffichook: Migrate, API and Reporter are required")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
