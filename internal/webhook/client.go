@@ -115,8 +115,17 @@ func NewClient(c ClientConfig) *Client {
 	return cl
 }
 
+// ErrDestination is matched by the error of an attempt that went nowhere
+// because of where its host led: a *BlockedAddressError, or a lookup of the
+// host that failed. Its text is all that the company's delivery log says of
+// such an attempt: the address, the resolver's and which of the two it was
+// would tell a company about our network (inside a VPC, the private zone's
+// names and addresses, and which names exist there); our own logs keep the
+// whole error.
+var ErrDestination = errors.New("destination not allowed or could not be resolved")
+
 // BlockedAddressError is a connection refused because its address is one
-// a webhook may not reach.
+// a webhook may not reach. It matches ErrDestination.
 type BlockedAddressError struct {
 	Addr   netip.Addr
 	Reason string
@@ -125,6 +134,9 @@ type BlockedAddressError struct {
 func (e *BlockedAddressError) Error() string {
 	return fmt.Sprintf("address %s is %s; webhooks are not delivered there", e.Addr, e.Reason)
 }
+
+// Is makes a blocked address match ErrDestination.
+func (e *BlockedAddressError) Is(target error) bool { return target == ErrDestination }
 
 // dial resolves the host itself, checks each address, and dials the
 // checked address as a literal, so that no second lookup happens between
@@ -138,7 +150,7 @@ func (cl *Client) dial(ctx context.Context, d *net.Dialer, network, address stri
 	if a, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{a}
 	} else if addrs, err = cl.c.Resolver.LookupNetIP(ctx, "ip", host); err != nil {
-		return nil, fmt.Errorf("look up %s: %w", host, err)
+		return nil, fmt.Errorf("look up %s: %w: %w", host, ErrDestination, err)
 	}
 	var errs []error
 	for _, a := range addrs {
@@ -153,7 +165,7 @@ func (cl *Client) dial(ctx context.Context, d *net.Dialer, network, address stri
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		return nil, fmt.Errorf("look up %s: no addresses", host)
+		return nil, fmt.Errorf("look up %s: %w: no addresses", host, ErrDestination)
 	}
 	return nil, errors.Join(errs...)
 }
@@ -200,9 +212,10 @@ type Response struct {
 var ErrURLNotAllowed = errors.New("the endpoint's URL is not allowed")
 
 // Send makes one attempt, bounded by the client's Timeout (and ctx).
-// Errors: ErrURLNotAllowed, a body larger than MaxRequestBytes, a
-// *BlockedAddressError (inside a *url.Error), a timeout, or any failure to
-// connect or to read the answer; an answer of any status is not an error.
+// Errors: ErrURLNotAllowed, a body larger than MaxRequestBytes,
+// ErrDestination (a *BlockedAddressError or a failed lookup, inside a
+// *url.Error), a timeout, or any failure to connect or to read the answer;
+// an answer of any status is not an error.
 func (cl *Client) Send(ctx context.Context, r Request) (Response, error) {
 	if err := cl.policy.Check(r.URL); err != nil {
 		return Response{}, fmt.Errorf("%w: %w", ErrURLNotAllowed, err)

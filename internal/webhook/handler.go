@@ -163,6 +163,9 @@ type result struct {
 	storeErr  error
 	answered  bool // the database answered
 	statusErr bool // an attempt that failed at the receiver
+	// cause is what our logs say of an attempt without an answer, where
+	// the delivery log says less (attemptError).
+	cause string
 }
 
 // Handle attempts the deliveries of a batch, up to Concurrency at once,
@@ -284,7 +287,7 @@ func (h *Handler) attempt(ctx context.Context, t jobboard.WebhookTarget, keys []
 	}
 	res := result{attempted: true}
 	if err != nil {
-		rec.Attempt.Error = attemptError(err, h.c.AttemptTimeout)
+		rec.Attempt.Error, res.cause = attemptError(err, h.c.AttemptTimeout)
 	} else {
 		code := resp.StatusCode
 		rec.Attempt.StatusCode = &code
@@ -331,6 +334,9 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, t jobboard.Webho
 	if rec.Attempt.Error != "" {
 		attrs = append(attrs, slog.String("error", rec.Attempt.Error))
 	}
+	if res.cause != rec.Attempt.Error {
+		attrs = append(attrs, slog.String("cause", res.cause))
+	}
 	if res.failed {
 		attrs = append(attrs, slog.Duration("retry_in", res.delay))
 	}
@@ -359,19 +365,21 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, t jobboard.Webho
 	return res
 }
 
-// attemptError describes an attempt without an answer, for the delivery
-// log and our logs: without the URL.
-func attemptError(err error, timeout time.Duration) string {
-	var blocked *BlockedAddressError
+// attemptError describes an attempt without an answer, without the URL:
+// shown is what the company's delivery log says, cause what our logs say.
+// They differ for ErrDestination alone, whose details are ours.
+func attemptError(err error, timeout time.Duration) (shown, cause string) {
 	switch {
-	case errors.As(err, &blocked):
-		return blocked.Error()
+	case errors.Is(err, ErrDestination):
+		return ErrDestination.Error(), printable(urlError(err).Error(), jobboard.MaxLoggedResponse)
 	case errors.Is(err, ErrURLNotAllowed):
-		return err.Error()
+		shown = err.Error()
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		return "no answer within " + timeout.String()
+		shown = "no answer within " + timeout.String()
+	default:
+		shown = printable(urlError(err).Error(), jobboard.MaxLoggedResponse)
 	}
-	return printable(urlError(err).Error(), jobboard.MaxLoggedResponse)
+	return shown, shown
 }
 
 func isTimeout(err error) bool {
