@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jobboard/jobboard/internal/jobboard"
 )
@@ -20,7 +21,40 @@ type TunedSearch struct {
 
 // SearchJobs is DB.SearchJobs, tuned.
 func (s TunedSearch) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.JobFilter) (jobboard.JobListing, error) {
-	return s.searchJobs(ctx, actor, f, searchTuning{walk: s.Walk, trace: s.Trace})
+	stretch := s.Walk
+	if stretch == 0 {
+		stretch = chooseStretch(f, pageLimit(f.Limit)+1)
+	}
+	var conn searchConn = s.pool
+	if s.Trace != nil {
+		conn = tracingConn{s.pool, s.Trace}
+	}
+	return searchJobs(ctx, conn, actor, f, stretch)
+}
+
+// tracingConn is a searchConn that tells trace every statement that reads
+// jobs before it sends it: all but the header of a batch (searchFixed's
+// first statement), and every single query, which runs in the pool's mode
+// (fixedPlan) unless its first argument asks for QueryExecModeExec.
+type tracingConn struct {
+	searchConn
+	trace func(sql string, args []any, fixedPlan bool)
+}
+
+func (c tracingConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if len(args) > 0 && args[0] == pgx.QueryExecModeExec {
+		c.trace(sql, args[1:], false)
+	} else {
+		c.trace(sql, args, true)
+	}
+	return c.searchConn.Query(ctx, sql, args...)
+}
+
+func (c tracingConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	for _, q := range b.QueuedQueries[1:] {
+		c.trace(q.SQL, q.Arguments, true)
+	}
+	return c.searchConn.SendBatch(ctx, b)
 }
 
 // SearchStretch is the default stretch of a text search for query: perRow
@@ -72,6 +106,7 @@ var (
 // without an actor, in one round trip: searchHeaderSQL and the page, each
 // with its arguments.
 func (db *DB) SearchStatements(f jobboard.JobFilter) (header string, headerArgs []any, page string, pageArgs []any) {
-	s := db.search(nil, f, pageLimit(f.Limit)+1, 0)
+	rows := pageLimit(f.Limit) + 1
+	s := planSearch(nil, f, rows, chooseStretch(f, rows))
 	return s.header, s.headerArgs, s.page, s.args
 }
