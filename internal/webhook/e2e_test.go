@@ -35,7 +35,7 @@ const attemptTimeout = time.Second
 // (a poller) and the delivery handler, whose store runs as the database
 // role jobboard_webhooks.
 type pipeline struct {
-	t         *testing.T
+	t         testing.TB
 	db        *pgtest.DB
 	sealer    *secret.Sealer
 	queue     localaws.TestQueue
@@ -52,7 +52,7 @@ type pipeline struct {
 	relays int
 }
 
-func newPipeline(t *testing.T, adjust ...func(*webhook.Config)) *pipeline {
+func newPipeline(t testing.TB, adjust ...func(*webhook.Config)) *pipeline {
 	t.Helper()
 	ctx := context.Background()
 	p := &pipeline{t: t, db: pgtest.NewDB(t), logs: &bytes.Buffer{}, relays: 2}
