@@ -69,6 +69,7 @@ func newPipeline(t testing.TB, adjust ...func(*webhook.Config)) *pipeline {
 		Client:         webhook.NewClient(webhook.ClientConfig{AllowInsecure: true, Timeout: attemptTimeout}),
 		AttemptTimeout: attemptTimeout,
 		Redelivery:     queue.NewRedeliverer(p.queue.Client, p.queue.URL),
+		Requeuer:       queue.NewRedeliverer(p.queue.Client, p.queue.URL),
 		BackoffBase:    time.Second,
 		BackoffMax:     time.Second,
 		Logger:         slog.New(slog.NewJSONHandler(syncio.NewWriter(p.logs), nil)),

@@ -22,10 +22,14 @@ import (
 // template's WebhookMaximumConcurrency), each handing batches of up to ten
 // to the real delivery handler, on the local queue.
 const (
-	noisyPollers       = 5
-	noisySlowAnswer    = 8 * time.Second
-	noisyFlood         = 30 // A's applications, each a delivery to both of A's endpoints
-	noisySamples       = 20 // B's deliveries timed, one after the other, in each phase
+	noisyPollers    = 5
+	noisySlowAnswer = 8 * time.Second
+	noisyFlood      = 30  // A's applications, each a delivery to both of A's endpoints
+	noisySamples    = 100 // B's deliveries timed, one after the other, in each phase at least
+	// noisyTurns is how many of A's attempts must have begun before B's
+	// timing beside the flood ends: A's slow slots turn over more than
+	// once while B is timed, its put-off deliveries coming back meanwhile.
+	noisyTurns         = 3
 	noisyAttemptBudget = webhook.DefaultAttemptTimeout
 )
 
@@ -84,9 +88,11 @@ func (p *pipeline) applyTo(tn tenant) []jobboard.Event {
 
 // noisyResult is what a noisy-neighbour run measured: B's delivery
 // latencies (from the message's relay to its arrival at B's receiver)
-// alone and while A floods.
+// alone and while A floods, and how many attempts A's endpoints got
+// meanwhile.
 type noisyResult struct {
 	alone, noisy []time.Duration
+	attemptsA    int
 }
 
 func p99(ds []time.Duration) time.Duration {
@@ -98,7 +104,8 @@ func p99(ds []time.Duration) time.Duration {
 func (r noisyResult) ratio() float64 { return float64(p99(r.noisy)) / float64(p99(r.alone)) }
 
 func (r noisyResult) String() string {
-	return fmt.Sprintf("B's p99 %v alone, %v beside A's flood (%.2f×)", p99(r.alone), p99(r.noisy), r.ratio())
+	return fmt.Sprintf("B's p99 %v alone (%d deliveries), %v beside A's flood (%d deliveries, while A's endpoints got %d attempts): %.2f×",
+		p99(r.alone), len(r.alone), p99(r.noisy), len(r.noisy), r.attemptsA, r.ratio())
 }
 
 // runNoisyNeighbour runs the scenario: B's deliveries timed alone, then A's
@@ -111,7 +118,7 @@ func runNoisyNeighbour(t testing.TB) noisyResult {
 	a, b := p.newTenant("A"), p.newTenant("B")
 	slow := webhooktest.NewReceiver(t, func(string, int) webhooktest.Answer { return webhooktest.Answer{Delay: noisySlowAnswer} })
 	hangs := webhooktest.NewReceiver(t, func(string, int) webhooktest.Answer { return webhooktest.Answer{Delay: time.Hour} })
-	arrived := make(chan struct{}, noisySamples)
+	arrived := make(chan struct{}, 1)
 	fast := webhooktest.NewReceiver(t, func(string, int) webhooktest.Answer {
 		arrived <- struct{}{}
 		return webhooktest.Answer{}
@@ -134,28 +141,30 @@ func runNoisyNeighbour(t testing.TB) noisyResult {
 
 	guard := time.NewTimer(5 * time.Minute)
 	defer guard.Stop()
-	timeB := func() []time.Duration {
-		out := make([]time.Duration, noisySamples)
-		for i := range out {
+	attemptsA := func() int { return len(slow.Receipts()) + len(hangs.Receipts()) }
+	timeB := func(enough func() bool) []time.Duration {
+		var out []time.Duration
+		for len(out) < noisySamples || !enough() {
 			evs := p.applyTo(b)
 			start := time.Now()
 			p.relayAll(evs, 1)
 			select {
 			case <-arrived:
 			case <-guard.C:
-				t.Fatalf("B's delivery %d did not arrive within the guard\nlogs:\n%s", i, p.logs)
+				t.Fatalf("B's delivery %d did not arrive within the guard\nlogs:\n%s", len(out), p.logs)
 			}
-			out[i] = time.Since(start)
+			out = append(out, time.Since(start))
 		}
 		return out
 	}
 
 	var r noisyResult
-	r.alone = timeB()
+	r.alone = timeB(func() bool { return true })
 	for range noisyFlood {
 		p.relayAll(p.applyTo(a), 1)
 	}
-	r.noisy = timeB()
+	r.noisy = timeB(func() bool { return attemptsA() >= noisyTurns })
+	r.attemptsA = attemptsA()
 	return r
 }
 
