@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/jobboard/jobboard/internal/function/eventsource"
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/postgres/pgtest"
@@ -192,4 +196,79 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 		b.ReportMetric(p99(r.noisy).Seconds()*1000, "noisy-p99-ms")
 		b.ReportMetric(r.ratio(), "ratio")
 	}
+}
+
+// Each record's backoff is its own, not its batch's: a delivery that got a
+// 500 in a batch beside an attempt that stalls is retried after its own
+// backoff, by another poller, while the stalled attempt still holds the
+// first batch (sqsbatch sets each record's delay as it ends).
+func TestRetryDoesNotWaitForItsBatch(t *testing.T) {
+	t.Parallel()
+	const stall = 20 * time.Second // the attempt timeout: longer than the test needs
+	p := newPipeline(t, func(c *webhook.Config) {
+		c.AttemptTimeout = stall
+		c.Client = webhook.NewClient(webhook.ClientConfig{AllowInsecure: true, Timeout: stall})
+	})
+	x, y := p.newTenant("X"), p.newTenant("Y")
+	stalled := make(chan struct{}, 1)
+	stalls := webhooktest.NewReceiver(t, func(string, int) webhooktest.Answer {
+		stalled <- struct{}{}
+		return webhooktest.Answer{Delay: time.Hour}
+	})
+	fails := webhooktest.NewReceiver(t, func(_ string, seen int) webhooktest.Answer {
+		if seen == 0 {
+			return webhooktest.Answer{Status: 500}
+		}
+		return webhooktest.Answer{}
+	})
+	p.endpointOf(x, stalls.URL())
+	p.endpointOf(y, fails.URL())
+	p.relayAll(append(p.applyTo(x), p.applyTo(y)...), 1)
+
+	// Both messages, received as the event source mapping hands a batch
+	// over.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var batch events.SQSEvent
+	for len(batch.Records) < 2 {
+		out, err := p.queue.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &p.queue.URL, MaxNumberOfMessages: 10,
+			WaitTimeSeconds: 1, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			batch.Records = append(batch.Records, events.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body, Attributes: m.Attributes})
+		}
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := p.handler.Handle(ctx, batch)
+		first <- err
+	}()
+	second := &eventsource.Poller{Client: p.queue.Client, QueueURL: p.queue.URL, Handler: p.handler.Handle,
+		WaitTimeSeconds: 1, HandlerTimeout: 30 * time.Second, FunctionName: "webhooks"}
+	guard := time.Now().Add(stall)
+	for len(fails.Processed()) == 0 {
+		select {
+		case err := <-first:
+			t.Fatalf("the first batch ended (%v) before the failed delivery was retried\nlogs:\n%s", err, p.logs)
+		default:
+		}
+		if time.Now().After(guard) {
+			t.Fatalf("the failed delivery was not retried within %v\nlogs:\n%s", stall, p.logs)
+		}
+		if _, _, err := second.PollOnce(ctx); err != nil {
+			t.Logf("poll: %v", err)
+		}
+	}
+	select {
+	case <-stalled:
+	default:
+		t.Error("the stalling receiver got no request: nothing held the first batch")
+	}
+	if n := len(stalls.Receipts()); n != 0 {
+		t.Errorf("the stalling receiver answered %d requests, want its one still held", n)
+	}
+	cancel()
+	<-first
 }
