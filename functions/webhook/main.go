@@ -86,12 +86,14 @@ func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function
 		return nil, err
 	}
 	sqsClient := sqs.NewFromConfig(s.AWS)
+	redelivery := queue.NewRedeliverer(sqsClient, s.QueueURL)
 	h, err := webhook.New(webhook.Config{
 		Store:           db,
 		Sealer:          sealer,
 		Client:          webhook.NewClient(webhook.ClientConfig{AllowInsecure: s.AllowInsecure, Timeout: s.AttemptTimeout}),
 		AttemptTimeout:  s.AttemptTimeout,
-		Redelivery:      queue.NewRedeliverer(sqsClient, s.QueueURL),
+		Redelivery:      redelivery,
+		Requeuer:        redelivery,
 		Concurrency:     s.Concurrency,
 		BackoffBase:     s.BackoffBase,
 		BackoffMax:      s.BackoffMax,

@@ -100,3 +100,16 @@ func (p WebhookDispatchPolicy) Wait(h WebhookDispatchHistory, now time.Time) (ti
 // each disabling must not be another email. Only members whose address is
 // verified are emailed at all.
 const WebhookNoticeInterval = 24 * time.Hour
+
+// WebhookSlowAttempt is how long an attempt may take before its endpoint
+// counts as slow (a timeout always does). Receivers should answer at once
+// and work later (docs/webhooks.md).
+const WebhookSlowAttempt = time.Second
+
+// WebhookSlowSlots is how many attempts to slow endpoints a company may
+// have in flight at once. An attempt holds one of the delivery function's
+// invocations (WebhookMaximumConcurrency, at least 2) for as long as its
+// receiver takes, so one: a company whose receivers are slow holds at most
+// one invocation, and the others go on serving every other company. Its
+// further deliveries are put off (TargetDeferred).
+const WebhookSlowSlots = 1

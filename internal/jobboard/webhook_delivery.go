@@ -21,6 +21,9 @@ const (
 	TargetDisabled = "endpoint_disabled"
 	// TargetBusy: another attempt holds the lease; retry after BusyFor.
 	TargetBusy = "busy"
+	// TargetDeferred: the endpoint is slow and its company has
+	// WebhookSlowSlots attempts to slow endpoints in flight; try later.
+	TargetDeferred = "deferred"
 )
 
 // WebhookTarget is what the delivery function needs for one attempt: the
@@ -72,6 +75,9 @@ type WebhookAttemptRecord struct {
 	// DisableAfter disables an endpoint whose attempts have all failed for
 	// this long, this one included.
 	DisableAfter time.Duration
+	// Slow: the attempt took WebhookSlowAttempt or longer; the endpoint
+	// is slow until an attempt is not.
+	Slow bool
 }
 
 // WebhookAttemptOutcome is what recording an attempt did.

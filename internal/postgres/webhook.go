@@ -152,7 +152,8 @@ func (db *DB) WebhookEndpoint(ctx context.Context, actor jobboard.Actor, company
 // updateEndpointSQL applies a patch in one statement: a NULL parameter
 // leaves its column. Disabling records who and when; enabling a disabled
 // endpoint clears that and its failure record, so that it gets three more
-// days before it is disabled again. $8 is the actor's session.
+// days before it is disabled again. A new URL is slow until an attempt
+// shows otherwise (migration 012). $8 is the actor's session.
 var updateEndpointSQL = `
 UPDATE webhook_endpoints AS e SET
 	url = coalesce($4, e.url),
@@ -164,6 +165,7 @@ UPDATE webhook_endpoints AS e SET
 	disabled_at = CASE WHEN $7 IS NULL OR $7 = e.enabled THEN e.disabled_at
 	                   WHEN $7 THEN NULL ELSE now() END,
 	failing_since = CASE WHEN $7 AND NOT e.enabled THEN NULL ELSE e.failing_since END,
+	slow = e.slow OR $4 IS DISTINCT FROM NULL AND $4 <> e.url,
 	updated_at = now()
 WHERE e.id = $3 AND e.company_id = $1 AND ` + webhookMember("$8") + `
 RETURNING ` + endpointColumns

@@ -21,13 +21,32 @@ var _ jobboard.WebhookAttemptStore = (*DB)(nil)
 
 // beginAttemptSQL leases a pending delivery of the dispatch $2 whose
 // endpoint is enabled, and loads its event and endpoint as they are now, in
-// one statement. No row: see attemptStateSQL.
+// one statement. When the endpoint is slow it first takes one of the
+// company's slow slots (webhook_slow_slots, migration 012): an entry under
+// the lease token ($3) until the lease ends, added only while fewer than $5
+// unexpired entries are there, which ON CONFLICT DO UPDATE decides on the
+// row it has locked, so that two attempts racing for the last slot do not
+// both get it; without a slot nothing is leased. No row: see
+// attemptStateSQL.
 const beginAttemptSQL = `
-WITH d AS (
+WITH cand AS (
+	SELECT e.company_id, e.slow
+	FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+	WHERE d.id = $1 AND d.generation = $2 AND d.state = 'pending'
+	  AND (d.lease_until IS NULL OR d.lease_until < now()) AND e.enabled
+), slot AS (
+	INSERT INTO webhook_slow_slots AS s (company_id, leases)
+	SELECT company_id, jsonb_build_object($3::uuid::text, now() + make_interval(secs => $4)) FROM cand WHERE slow
+	ON CONFLICT (company_id) DO UPDATE SET leases = (
+		SELECT coalesce(jsonb_object_agg(l.key, l.value), '{}') FROM jsonb_each(s.leases) l
+		WHERE (l.value #>> '{}')::timestamptz > now()) || excluded.leases
+	WHERE (SELECT count(*) FROM jsonb_each(s.leases) l WHERE (l.value #>> '{}')::timestamptz > now()) < $5
+	RETURNING 1
+), d AS (
 	UPDATE webhook_deliveries AS d SET lease_token = $3, lease_until = now() + make_interval(secs => $4)
 	WHERE d.id = $1 AND d.generation = $2 AND d.state = 'pending'
 	  AND (d.lease_until IS NULL OR d.lease_until < now())
-	  AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.enabled)
+	  AND EXISTS (SELECT 1 FROM cand WHERE NOT cand.slow OR EXISTS (SELECT 1 FROM slot))
 	RETURNING d.event_id, d.endpoint_id, d.trigger, d.attempts, d.dispatched_at
 )
 SELECT d.trigger, d.attempts, d.dispatched_at,
@@ -41,7 +60,7 @@ JOIN webhook_endpoints e ON e.id = d.endpoint_id`
 // attemptStateSQL says why beginAttemptSQL leased nothing.
 const attemptStateSQL = `
 SELECT d.generation, d.state, coalesce(d.lease_until > now(), false),
-       greatest(coalesce(d.lease_until - now(), '0'), '0'), e.enabled
+       greatest(coalesce(d.lease_until - now(), '0'), '0'), e.enabled, e.slow
 FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
 WHERE d.id = $1`
 
@@ -59,7 +78,7 @@ func (db *DB) BeginWebhookAttempt(ctx context.Context, deliveryID, generation in
 		jobID, appID, candID, endpoint *int64
 		oldStatus, newStatus           *string
 	)
-	err := db.pool.QueryRow(ctx, beginAttemptSQL, deliveryID, generation, t.Token, lease.Seconds()).Scan(
+	err := db.pool.QueryRow(ctx, beginAttemptSQL, deliveryID, generation, t.Token, lease.Seconds(), jobboard.WebhookSlowSlots).Scan(
 		&t.Trigger, &t.Attempts, &t.DispatchedAt,
 		&t.Event.ID, &t.Event.Type, &t.Event.CompanyID, &jobID, &appID, &candID,
 		&oldStatus, &newStatus, &endpoint, &t.Event.OccurredAt,
@@ -91,9 +110,10 @@ func (db *DB) attemptState(ctx context.Context, deliveryID, generation int64) (s
 		leased   bool
 		left     time.Duration
 		enabled  bool
+		slow     bool
 		disabled bool
 	)
-	err := db.pool.QueryRow(ctx, attemptStateSQL, deliveryID).Scan(&current, &state, &leased, &left, &enabled)
+	err := db.pool.QueryRow(ctx, attemptStateSQL, deliveryID).Scan(&current, &state, &leased, &left, &enabled, &slow)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return jobboard.TargetMissing, 0, nil
@@ -107,6 +127,9 @@ func (db *DB) attemptState(ctx context.Context, deliveryID, generation int64) (s
 		disabled = true
 	case leased:
 		return jobboard.TargetBusy, left, nil
+	case slow:
+		// Leasable, but no slow slot of its company was free.
+		return jobboard.TargetDeferred, 0, nil
 	default:
 		// The lease ended or the endpoint was enabled between the two
 		// statements: busy for no time, so the caller retries soon.
@@ -121,7 +144,8 @@ func (db *DB) attemptState(ctx context.Context, deliveryID, generation int64) (s
 }
 
 // finishAttemptSQL logs an attempt and updates its delivery, when the
-// token still holds it; %s is the endpoint's part (endpointSucceededSQL or
+// token still holds it, and frees the company's slow slot that the lease
+// token holds, if any; %s is the endpoint's part (endpointSucceededSQL or
 // endpointFailedSQL), which also queues the emails of an endpoint it
 // disables. It returns whether the delivery was updated, and whether and
 // why the endpoint was disabled.
@@ -138,40 +162,46 @@ WITH att AS (
 		lease_token = NULL, lease_until = NULL
 	WHERE d.id = $1 AND d.generation = $2 AND d.lease_token = $3
 	RETURNING d.id
+), slot AS (
+	UPDATE webhook_slow_slots AS s SET leases = s.leases - $3::uuid::text
+	WHERE s.company_id = (SELECT company_id FROM webhook_endpoints WHERE id = $14) AND s.leases ? $3::uuid::text
 ), %s
 SELECT EXISTS (SELECT 1 FROM del), coalesce((SELECT NOT enabled FROM ep), false), (SELECT disabled_reason FROM ep)`
 
 // endpointSucceededSQL clears the endpoint's failure record ($14 the
-// endpoint); it writes nothing to a healthy endpoint.
+// endpoint) and notes whether it is slow ($15); it writes nothing to a
+// healthy endpoint whose speed is unchanged.
 const endpointSucceededSQL = `ep AS (
-	UPDATE webhook_endpoints AS e SET failing_since = NULL
-	WHERE e.id = $14 AND e.failing_since IS NOT NULL
+	UPDATE webhook_endpoints AS e SET failing_since = NULL, slow = $15
+	WHERE e.id = $14 AND (e.failing_since IS NOT NULL OR e.slow <> $15)
 	RETURNING e.enabled, NULL::text AS disabled_reason
 )`
 
 // endpointFailedSQL starts the endpoint's failure record at the attempt
-// ($5), and disables the endpoint when it answered 410 ($15) or has failed
-// for $16 seconds; it writes nothing when nothing changes. An endpoint it
+// ($5), notes whether it is slow ($15), and disables the endpoint when it
+// answered 410 ($16) or has failed for $17 seconds; it writes nothing when
+// nothing changes. An endpoint it
 // disables gets one webhook.endpoint_disabled outbox row per member of its
 // company, with ids derived from the endpoint, the member and the time, so
 // a retried statement queues each email once; but only when its members
-// were not told within $17 seconds (notified_at): a member can enable an
+// were not told within $18 seconds (notified_at): a member can enable an
 // endpoint that answers 410 and ping it again at will, and each disabling
 // must not be another email to the members' addresses. (Whether a member
 // is emailed at all, the worker's claim decides: verified addresses only,
 // webhook_notice.go.)
 const endpointFailedSQL = `ep AS (
 	UPDATE webhook_endpoints AS e SET
+		slow = $15,
 		failing_since = coalesce(e.failing_since, $5),
-		enabled = NOT ($15 OR coalesce(e.failing_since, $5) <= now() - make_interval(secs => $16)),
-		disabled_reason = CASE WHEN $15 THEN 'gone'
-		                       WHEN coalesce(e.failing_since, $5) <= now() - make_interval(secs => $16) THEN 'failing' END,
-		disabled_at = CASE WHEN $15 OR coalesce(e.failing_since, $5) <= now() - make_interval(secs => $16) THEN now() END,
-		notified_at = CASE WHEN ($15 OR coalesce(e.failing_since, $5) <= now() - make_interval(secs => $16))
-		                        AND (e.notified_at IS NULL OR e.notified_at <= now() - make_interval(secs => $17))
+		enabled = NOT ($16 OR coalesce(e.failing_since, $5) <= now() - make_interval(secs => $17)),
+		disabled_reason = CASE WHEN $16 THEN 'gone'
+		                       WHEN coalesce(e.failing_since, $5) <= now() - make_interval(secs => $17) THEN 'failing' END,
+		disabled_at = CASE WHEN $16 OR coalesce(e.failing_since, $5) <= now() - make_interval(secs => $17) THEN now() END,
+		notified_at = CASE WHEN ($16 OR coalesce(e.failing_since, $5) <= now() - make_interval(secs => $17))
+		                        AND (e.notified_at IS NULL OR e.notified_at <= now() - make_interval(secs => $18))
 		                   THEN now() ELSE e.notified_at END
 	WHERE e.id = $14 AND e.enabled
-	  AND (e.failing_since IS NULL OR $15 OR e.failing_since <= now() - make_interval(secs => $16))
+	  AND (e.failing_since IS NULL OR e.slow <> $15 OR $16 OR e.failing_since <= now() - make_interval(secs => $17))
 	RETURNING e.company_id, e.enabled, e.disabled_reason, e.disabled_at, e.notified_at = now() AS notify
 ), notice AS (
 	INSERT INTO outbox (event_id, event_type, payload, created_at)
@@ -201,7 +231,7 @@ func (db *DB) FinishWebhookAttempt(ctx context.Context, r jobboard.WebhookAttemp
 	}
 	args := []any{r.DeliveryID, r.Generation, r.Token, r.Trigger, a.AttemptedAt, a.StatusCode, a.LatencyMS,
 		nullIfEmpty(a.Error), nullIfEmpty(a.ResponseBody), a.ResponseTruncated,
-		r.State, reason, r.NextAttemptAt, r.EndpointID}
+		r.State, reason, r.NextAttemptAt, r.EndpointID, r.Slow}
 	sql := finishSucceededSQL
 	if r.State != jobboard.DeliveryDelivered {
 		sql = finishFailedSQL

@@ -723,3 +723,91 @@ func TestWebhookStoreRefusesEndedSessions(t *testing.T) {
 		}
 	}
 }
+
+// beginAs begins an attempt of ev's delivery as the delivery role, failing
+// t on a database error.
+func beginAs(t testing.TB, d *pgtest.DB, ev jobboard.Event, lease time.Duration) jobboard.WebhookTarget {
+	t.Helper()
+	target, err := d.BeginWebhookAttempt(context.Background(), ev.DeliveryID, ev.Generation, lease)
+	if err != nil {
+		t.Fatalf("begin delivery %d: %v", ev.DeliveryID, err)
+	}
+	return target
+}
+
+// finishAs records a delivered attempt of target that took latency.
+func finishAs(t testing.TB, d *pgtest.DB, target jobboard.WebhookTarget, slow bool) {
+	t.Helper()
+	ok := 204
+	if _, err := d.FinishWebhookAttempt(context.Background(), jobboard.WebhookAttemptRecord{
+		DeliveryID: target.DeliveryID, Generation: target.Generation, Token: target.Token, Trigger: target.Trigger,
+		EndpointID: target.EndpointID, State: jobboard.DeliveryDelivered, Slow: slow,
+		Attempt: jobboard.WebhookAttempt{AttemptedAt: time.Now(), StatusCode: &ok},
+	}); err != nil {
+		t.Fatalf("finish delivery %d: %v", target.DeliveryID, err)
+	}
+}
+
+// A company has at most jobboard.WebhookSlowSlots attempts to slow
+// endpoints in flight: a further one is put off (TargetDeferred), leasing
+// nothing, while another company's go ahead. Recording an attempt frees
+// its slot, and so does the end of its lease (a function that died
+// mid-attempt). A new endpoint is slow until an attempt is fast; a fast
+// one is not bounded; a new URL is slow again (issue 29.4).
+func TestSlowEndpointsHoldTheirCompanysSlotsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	d := deliverer(t, w)
+	if jobboard.WebhookSlowSlots != 1 {
+		t.Fatalf("the test is written for one slot, not %d", jobboard.WebhookSlowSlots)
+	}
+	e := mustEndpoint(t, w, "job.closed")
+	other := w
+	other.company = mustCompany(t, w.db, w.employer)
+	mustEndpoint(t, other, "job.closed")
+
+	first, second, third := closeJobDelivery(t, w), closeJobDelivery(t, w), closeJobDelivery(t, w)
+	held := beginAs(t, d, first, time.Minute)
+	if held.Outcome != "" {
+		t.Fatalf("the first attempt of a new endpoint: %q, want it leased", held.Outcome)
+	}
+	if got := beginAs(t, d, second, time.Minute); got.Outcome != jobboard.TargetDeferred || got.Token != "" {
+		t.Fatalf("a second attempt to the company's slow endpoint: %+v, want %q", got, jobboard.TargetDeferred)
+	}
+	if got := beginAs(t, d, closeJobDelivery(t, other), time.Minute); got.Outcome != "" {
+		t.Errorf("another company's attempt while the slot is held: %q, want it leased", got.Outcome)
+	}
+
+	// Recorded slow: the slot is free, the endpoint still slow.
+	finishAs(t, d, held, true)
+	held = beginAs(t, d, second, 0) // a lease that has ended by the next statement
+	if held.Outcome != "" {
+		t.Fatalf("after the attempt was recorded: %q, want it leased", held.Outcome)
+	}
+	if got := beginAs(t, d, third, time.Minute); got.Outcome != "" {
+		t.Fatalf("after the holder's lease ended: %q, want it leased", got.Outcome)
+	} else {
+		// Fast: the endpoint is no longer bounded.
+		finishAs(t, d, got, false)
+	}
+	fourth, fifth := closeJobDelivery(t, w), closeJobDelivery(t, w)
+	for _, ev := range []jobboard.Event{fourth, fifth} {
+		if got := beginAs(t, d, ev, time.Minute); got.Outcome != "" {
+			t.Errorf("an attempt to a fast endpoint: %q, want it leased", got.Outcome)
+		}
+	}
+
+	// A new URL is slow again.
+	u := "https://hooks.example.com/moved"
+	if _, err := w.db.UpdateWebhookEndpoint(ctx, w.employer, w.company.ID, e.ID, jobboard.WebhookEndpointPatch{URL: &u}); err != nil {
+		t.Fatal(err)
+	}
+	sixth, seventh := closeJobDelivery(t, w), closeJobDelivery(t, w)
+	if got := beginAs(t, d, sixth, time.Minute); got.Outcome != "" {
+		t.Fatalf("the first attempt to the new URL: %q", got.Outcome)
+	}
+	if got := beginAs(t, d, seventh, time.Minute); got.Outcome != jobboard.TargetDeferred {
+		t.Errorf("a second attempt to the new URL: %q, want %q", got.Outcome, jobboard.TargetDeferred)
+	}
+}

@@ -21,7 +21,8 @@ const maxVisibility = 12 * time.Hour
 // Redeliverer gives failed records of a batch their backoff: it sets each
 // message's visibility timeout with ChangeMessageVisibilityBatch, so that
 // SQS delivers it again after that delay instead of after the queue's
-// visibility timeout. It implements jobboard.Redeliverer.
+// visibility timeout. It implements jobboard.Redeliverer, and
+// jobboard.Requeuer for records put off without a receive counted.
 type Redeliverer struct {
 	client   *sqs.Client
 	queueURL string
@@ -60,6 +61,50 @@ func (r *Redeliverer) Redeliver(ctx context.Context, rs []jobboard.Redelivery) e
 		for _, f := range out.Failed {
 			i, _ := strconv.Atoi(aws.ToString(f.Id))
 			errs = append(errs, fmt.Errorf("change visibility of message %s: %s %s",
+				chunk[i].MessageID, aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var _ jobboard.Requeuer = (*Redeliverer)(nil)
+
+// maxDelay is the longest delivery delay SQS accepts: 15 minutes.
+const maxDelay = 15 * time.Minute
+
+// Requeue sends the messages again as new messages of the queue, ten per
+// SendMessageBatch call, each delayed by its After (rounded up to whole
+// seconds, capped at 15 minutes); the messages received stay as they are,
+// for the caller to have deleted. Errors: a call failed, or SQS refused
+// entries; the others are sent regardless.
+func (r *Redeliverer) Requeue(ctx context.Context, rs []jobboard.Requeue) error {
+	var errs []error
+	for start := 0; start < len(rs); start += MaxBatch {
+		chunk := rs[start:min(start+MaxBatch, len(rs))]
+		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
+		for i, q := range chunk {
+			var attrs map[string]types.MessageAttributeValue
+			for name, v := range q.Attributes {
+				if attrs == nil {
+					attrs = map[string]types.MessageAttributeValue{}
+				}
+				attrs[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+			}
+			entries[i] = types.SendMessageBatchRequestEntry{
+				Id:                aws.String(strconv.Itoa(i)),
+				MessageBody:       aws.String(q.Body),
+				MessageAttributes: attrs,
+				DelaySeconds:      int32(math.Ceil(min(q.After, maxDelay).Seconds())),
+			}
+		}
+		out, err := r.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(r.queueURL), Entries: entries})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("send %d messages again: %w", len(chunk), err))
+			continue
+		}
+		for _, f := range out.Failed {
+			i, _ := strconv.Atoi(aws.ToString(f.Id))
+			errs = append(errs, fmt.Errorf("send message %s again: %s %s",
 				chunk[i].MessageID, aws.ToString(f.Code), aws.ToString(f.Message)))
 		}
 	}

@@ -12,6 +12,9 @@
 //   - the answer to Lambda: the failed records in BatchItemFailures, or the
 //     whole batch failed when no record reached the database because the
 //     database failed (an outage, not a bad record);
+//   - a record put off (Result.Requeue) sent again as a new message after
+//     its delay, so that waiting does not count a receive toward the
+//     dead-letter queue;
 //   - the redelivery of each failed record after its own retry delay, set
 //     on the queue as soon as that record ends, so that a slow sibling does
 //     not hold it back until the batch ends; but not before some record of
@@ -77,6 +80,11 @@ type Result struct {
 	// Stop, when set, says why no further record of the batch should
 	// start: the next ones would most likely fail the same way.
 	Stop string
+	// Requeue puts the record off without counting a receive: its message
+	// is sent again as a new one, delivered after RetryIn, and this one is
+	// done. When it cannot be sent (or Config.Requeuer is nil) the record
+	// fails with RetryIn instead.
+	Requeue bool
 }
 
 // Handler is one function's record logic; both functions are required.
@@ -105,6 +113,9 @@ type Config struct {
 	// RetryIn (queue.Redeliverer); otherwise it waits for the queue's
 	// visibility timeout.
 	Redelivery jobboard.Redeliverer
+	// Requeuer, if set, sends the records put off (Result.Requeue) again
+	// (queue.Redeliverer).
+	Requeuer jobboard.Requeuer
 	// Logger receives a line when a retry delay cannot be set. Nil:
 	// discard.
 	Logger *slog.Logger
@@ -180,6 +191,9 @@ func (b *batch[T]) runGroup(ctx context.Context, group []int) {
 		} else if res = b.h.Process(ctx, *r); res.Stop != "" {
 			b.stopAll(res.Stop, r)
 		}
+		if res.Requeue && !res.Failed {
+			res.Failed = !b.requeue(ctx, r, res.RetryIn)
+		}
 		b.results[i] = res
 		if res.Failed && heldBy == nil {
 			heldBy = r
@@ -249,6 +263,33 @@ func (b *batch[T]) redeliver(ctx context.Context, rs []jobboard.Redelivery) {
 		b.c.Logger.LogAttrs(ctx, slog.LevelWarn, "could not set the retry delays; those records wait for the visibility timeout",
 			slog.Any("message_ids", ids), slog.String("error", err.Error()))
 	}
+}
+
+// requeue sends r's message again after delay, in the time left (even if
+// ctx is cancelled), and reports whether it was sent. A failure is logged:
+// the record fails instead, and waits its delay counting a receive.
+func (b *batch[T]) requeue(ctx context.Context, r *Record[T], delay time.Duration) bool {
+	if b.c.Requeuer == nil {
+		return false
+	}
+	q := jobboard.Requeue{MessageID: r.Message.MessageId, Body: r.Message.Body, After: delay}
+	for name, a := range r.Message.MessageAttributes {
+		if a.DataType == "String" && a.StringValue != nil {
+			if q.Attributes == nil {
+				q.Attributes = map[string]string{}
+			}
+			q.Attributes[name] = *a.StringValue
+		}
+	}
+	deadline, _ := ctx.Deadline()
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(-returnMargin))
+	defer cancel()
+	if err := b.c.Requeuer.Requeue(rctx, []jobboard.Requeue{q}); err != nil {
+		b.c.Logger.LogAttrs(ctx, slog.LevelWarn, "could not send a record put off again; it fails and waits counting a receive",
+			slog.String("message_id", r.Message.MessageId), slog.String("error", err.Error()))
+		return false
+	}
+	return true
 }
 
 // answer is the response to Lambda: the failed records, or an error when

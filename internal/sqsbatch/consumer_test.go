@@ -645,3 +645,77 @@ func TestRetry(t *testing.T) {
 		t.Errorf("Retry = %v after %d calls; want the last error once ctx ended", err, calls)
 	}
 }
+
+// A record put off (Result.Requeue) comes back as a new message, delivered
+// after its delay, with its body and String attributes and a receive count
+// of 1: waiting counted no receive toward the dead-letter queue; the
+// message received is done (not failed, so Lambda deletes it). Without a
+// Requeuer, or when the send fails, the record fails with the delay
+// instead, its receives counting.
+func TestRequeuedRecordComesBackAsANewMessage(t *testing.T) {
+	t.Parallel()
+	q, msgs := batchOf(t, "put off", "fails to be put off")
+	ctx := context.Background()
+	typ := "webhook.delivery_requested"
+	msgs[0].MessageAttributes = map[string]events.SQSMessageAttribute{"type": {DataType: "String", StringValue: &typ}}
+	ended := time.Now()
+	h := sqsbatch.Handler[string]{
+		Process: func(context.Context, sqsbatch.Record[string]) sqsbatch.Result {
+			return sqsbatch.Result{Requeue: true, RetryIn: time.Second, Answered: true}
+		},
+		NotStarted: (&notStarted{}).handle,
+	}
+	redelivery := queue.NewRedeliverer(q.Client, q.URL)
+	c := sqsbatch.Config{Concurrency: 2, Redelivery: redelivery, Requeuer: onlyFor{"put off", redelivery}}
+	resp, err := sqsbatch.Consume(ctx, c, records(msgs), h)
+	if err != nil || !slices.Equal(failedIDs(resp), []string{msgs[1].MessageId}) {
+		t.Fatalf("Consume = %+v, %v; want only %s failed", resp, err, msgs[1].MessageId)
+	}
+
+	// Back: the new message, and the one that failed to be put off.
+	back := map[string]types.Message{}
+	deadline := time.Now().Add(guard)
+	for len(back) < 2 && time.Now().Before(deadline) {
+		out, err := q.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			back[aws.ToString(m.Body)] = m
+		}
+	}
+	if took := time.Since(ended); took < time.Second {
+		t.Errorf("they came back %v after they ended, before their delay of 1 s", took)
+	}
+	again, ok := back["put off"]
+	switch {
+	case !ok:
+		t.Error("the record put off did not come back")
+	case aws.ToString(again.MessageId) == msgs[0].MessageId:
+		t.Errorf("it came back as the same message %s; want a new one", msgs[0].MessageId)
+	case again.Attributes["ApproximateReceiveCount"] != "1" || aws.ToString(again.MessageAttributes["type"].StringValue) != typ:
+		t.Errorf("it came back with receive count %q and attributes %v; want 1 and its type", again.Attributes["ApproximateReceiveCount"], again.MessageAttributes)
+	}
+	failed, ok := back["fails to be put off"]
+	if !ok || aws.ToString(failed.MessageId) != msgs[1].MessageId || failed.Attributes["ApproximateReceiveCount"] != "2" {
+		t.Errorf("the record that could not be put off came back as %+v; want message %s, its second receive", failed, msgs[1].MessageId)
+	}
+}
+
+// onlyFor requeues the messages with body, and refuses the others.
+type onlyFor struct {
+	body string
+	next jobboard.Requeuer
+}
+
+func (o onlyFor) Requeue(ctx context.Context, rs []jobboard.Requeue) error {
+	for _, r := range rs {
+		if r.Body != o.body {
+			return errors.New("refused")
+		}
+	}
+	return o.next.Requeue(ctx, rs)
+}

@@ -68,7 +68,7 @@ func benchDeliveries(b *testing.B, batch int) {
 	// clock starts (pings would not do: a ping while one is pending is
 	// that one).
 	rounds := max(1, (b.N+batch-1)/batch)
-	batches := make([]events.SQSEvent, rounds)
+	batches := make([]events.SQSEvent, rounds+1) // the last for the warm-up
 	closed := jobboard.JobClosed
 	for i := range batches {
 		for j := range batch {
@@ -111,6 +111,15 @@ func benchDeliveries(b *testing.B, batch int) {
 		return resp.Body.Close()
 	}
 
+	// The endpoint as it is once known: a new endpoint is slow until its
+	// first attempt answers quickly, and its company's slow slot would put
+	// the rest of the first batch off (issue 29.4).
+	warm := batches[rounds]
+	warm.Records = warm.Records[:1]
+	if resp, err := h.Handle(ctx, warm); err != nil || len(resp.BatchItemFailures) != 0 {
+		b.Fatalf("warm-up: %d failures, %v", len(resp.BatchItemFailures), err)
+	}
+
 	var handlerTime, bareTime time.Duration
 	b.ResetTimer()
 	for i := range rounds {
@@ -143,7 +152,7 @@ func benchDeliveries(b *testing.B, batch int) {
 	b.ReportMetric(n/bareTime.Seconds(), "floor/s")
 	b.ReportMetric(bareTime.Seconds()/handlerTime.Seconds(), "ratio")
 	var delivered int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered'`).Scan(&delivered); err != nil || delivered != rounds*batch {
-		b.Fatalf("%d of %d delivered (%v)", delivered, rounds*batch, err)
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered'`).Scan(&delivered); err != nil || delivered != rounds*batch+1 {
+		b.Fatalf("%d of %d delivered (%v)", delivered, rounds*batch+1, err)
 	}
 }

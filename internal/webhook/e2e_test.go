@@ -35,7 +35,7 @@ const attemptTimeout = time.Second
 // (a poller) and the delivery handler, whose store runs as the database
 // role jobboard_webhooks.
 type pipeline struct {
-	t         *testing.T
+	t         testing.TB
 	db        *pgtest.DB
 	sealer    *secret.Sealer
 	queue     localaws.TestQueue
@@ -52,7 +52,7 @@ type pipeline struct {
 	relays int
 }
 
-func newPipeline(t *testing.T, adjust ...func(*webhook.Config)) *pipeline {
+func newPipeline(t testing.TB, adjust ...func(*webhook.Config)) *pipeline {
 	t.Helper()
 	ctx := context.Background()
 	p := &pipeline{t: t, db: pgtest.NewDB(t), logs: &bytes.Buffer{}, relays: 2}
@@ -69,6 +69,7 @@ func newPipeline(t *testing.T, adjust ...func(*webhook.Config)) *pipeline {
 		Client:         webhook.NewClient(webhook.ClientConfig{AllowInsecure: true, Timeout: attemptTimeout}),
 		AttemptTimeout: attemptTimeout,
 		Redelivery:     queue.NewRedeliverer(p.queue.Client, p.queue.URL),
+		Requeuer:       queue.NewRedeliverer(p.queue.Client, p.queue.URL),
 		BackoffBase:    time.Second,
 		BackoffMax:     time.Second,
 		Logger:         slog.New(slog.NewJSONHandler(syncio.NewWriter(p.logs), nil)),

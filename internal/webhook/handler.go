@@ -53,6 +53,11 @@ type Config struct {
 	// Redelivery gives failed records their backoff (queue.Redeliverer).
 	// Nil: they wait for the queue's visibility timeout.
 	Redelivery jobboard.Redeliverer
+	// Requeuer sends the deliveries put off (jobboard.TargetDeferred) again
+	// as new messages (queue.Redeliverer), so that waiting for a slow slot
+	// of their company does not count receives toward the dead-letter
+	// queue. Nil: they fail and wait counting a receive.
+	Requeuer jobboard.Requeuer
 	// Concurrency bounds the records attempted at once. Zero:
 	// DefaultConcurrency.
 	Concurrency int
@@ -132,7 +137,7 @@ func New(c Config) (*Handler, error) {
 	// A record is not started without the time for its attempt and the
 	// recording after it.
 	batch := sqsbatch.Config{StartMargin: c.AttemptTimeout + recordMargin + time.Second, Concurrency: c.Concurrency,
-		Redelivery: c.Redelivery, Logger: c.Logger, Now: c.Now}
+		Redelivery: c.Redelivery, Requeuer: c.Requeuer, Logger: c.Logger, Now: c.Now}
 	return &Handler{c: c, batch: batch}, nil
 }
 
@@ -147,6 +152,7 @@ const (
 	outcomeUnsealable = "secret_unavailable"
 	outcomeNotStarted = "not_started"
 	outcomeLeaseLost  = "lease_lost"
+	outcomeDeferred   = jobboard.TargetDeferred
 )
 
 // result is what became of one record.
@@ -159,7 +165,9 @@ type result struct {
 	// attempted: an HTTP attempt was made.
 	attempted bool
 	// disabled: the endpoint was disabled by this record.
-	disabled  bool
+	disabled bool
+	// deferred: put off, sent again after delay (sqsbatch.Result.Requeue).
+	deferred  bool
 	storeErr  error
 	answered  bool // the database answered
 	statusErr bool // an attempt that failed at the receiver
@@ -211,7 +219,7 @@ func (h *Handler) notStarted(ctx context.Context, r sqsbatch.Record[*delivery], 
 func (h *Handler) handleRecord(ctx context.Context, r sqsbatch.Record[*delivery]) sqsbatch.Result {
 	res := h.process(ctx, r)
 	r.Value.res = res
-	return sqsbatch.Result{Failed: res.failed, RetryIn: res.delay, Answered: res.answered, StoreErr: res.storeErr}
+	return sqsbatch.Result{Failed: res.failed, RetryIn: res.delay, Answered: res.answered, StoreErr: res.storeErr, Requeue: res.deferred}
 }
 
 // process handles one record and logs one line about it.
@@ -236,6 +244,14 @@ func (h *Handler) process(ctx context.Context, r sqsbatch.Record[*delivery]) res
 		log.LogAttrs(ctx, slog.LevelWarn, "another attempt holds the delivery; will retry after its lease",
 			slog.String("outcome", t.Outcome), slog.Duration("busy_for", t.BusyFor))
 		return result{outcome: t.Outcome, failed: true, answered: true, delay: t.BusyFor + time.Second}
+	case jobboard.TargetDeferred:
+		// Its company's slow slots are taken: an attempt now would hold
+		// an invocation that other companies' deliveries need. It waits
+		// about an attempt's time for a slot to free.
+		delay := h.c.AttemptTimeout/2 + time.Duration(h.c.Jitter()*float64(h.c.AttemptTimeout/2))
+		log.LogAttrs(ctx, slog.LevelInfo, "the endpoint is slow and its company's slow slots are taken; put off",
+			slog.String("outcome", t.Outcome), slog.Duration("retry_in", delay))
+		return result{outcome: t.Outcome, deferred: true, answered: true, delay: delay}
 	default:
 		log.LogAttrs(ctx, slog.LevelInfo, "nothing to attempt", slog.String("outcome", t.Outcome))
 		return result{outcome: t.Outcome, answered: true}
@@ -249,7 +265,7 @@ func (h *Handler) process(ctx context.Context, r sqsbatch.Record[*delivery]) res
 			slog.String("outcome", outcomeUnsealable), slog.String("error", err.Error()))
 		return result{outcome: outcomeUnsealable, failed: true, answered: true, delay: h.backoff(n)}
 	}
-	rec, res := h.attempt(ctx, t, keys, n)
+	rec, res := h.attempt(ctx, t, keys)
 	return h.record(ctx, log, t, rec, res)
 }
 
@@ -275,7 +291,7 @@ func (h *Handler) keys(t jobboard.WebhookTarget) ([][]byte, error) {
 }
 
 // attempt makes the HTTP attempt and decides the delivery's next state.
-func (h *Handler) attempt(ctx context.Context, t jobboard.WebhookTarget, keys [][]byte, receives int) (jobboard.WebhookAttemptRecord, result) {
+func (h *Handler) attempt(ctx context.Context, t jobboard.WebhookTarget, keys [][]byte) (jobboard.WebhookAttemptRecord, result) {
 	body := t.Event.Payload()
 	at := h.c.Now()
 	resp, err := h.c.Client.Send(ctx, Request{URL: t.URL, ID: t.Event.ID, Timestamp: at, Body: body, Signature: Sign(t.Event.ID, at, body, keys...)})
@@ -284,6 +300,7 @@ func (h *Handler) attempt(ctx context.Context, t jobboard.WebhookTarget, keys []
 		DeliveryID: t.DeliveryID, Generation: t.Generation, Token: t.Token, Trigger: t.Trigger, EndpointID: t.EndpointID,
 		Attempt:      jobboard.WebhookAttempt{AttemptedAt: at, LatencyMS: latency.Milliseconds()},
 		DisableAfter: h.c.DisableAfter,
+		Slow:         latency >= jobboard.WebhookSlowAttempt,
 	}
 	res := result{attempted: true}
 	if err != nil {
@@ -301,7 +318,9 @@ func (h *Handler) attempt(ctx context.Context, t jobboard.WebhookTarget, keys []
 	case h.c.Now().Sub(t.DispatchedAt) >= h.c.RetryWindow:
 		rec.State, rec.FailureReason, res.outcome = jobboard.DeliveryFailed, jobboard.FailureExpired, outcomeExhausted
 	default:
-		delay := h.backoff(receives)
+		// The attempts of the dispatch, not the message's receives: a
+		// delivery put off comes back as a new message.
+		delay := h.backoff(t.Attempts + 1)
 		if err == nil && resp.RetryAfter > delay {
 			delay = min(resp.RetryAfter, h.c.BackoffMax)
 		}
@@ -406,12 +425,12 @@ func printable(s string, limit int) string {
 }
 
 // backoff is the delay before the next attempt of a delivery that failed
-// on its receives-th receive: BackoffBase doubling per receive up to
+// its n-th attempt (or receive): BackoffBase doubling per attempt up to
 // BackoffMax, with equal jitter (half the step plus a random part of the
 // other half), so that the retries of one outage spread out.
-func (h *Handler) backoff(receives int) time.Duration {
+func (h *Handler) backoff(attempts int) time.Duration {
 	step := h.c.BackoffMax
-	if n := receives - 1; n < 40 {
+	if n := attempts - 1; n < 40 {
 		step = min(h.c.BackoffMax, h.c.BackoffBase<<max(n, 0))
 		if step <= 0 { // overflow
 			step = h.c.BackoffMax

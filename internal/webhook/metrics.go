@@ -17,6 +17,9 @@ const (
 	metricEndpointsDisabled = "WebhookEndpointsDisabled"
 	metricStoreErrors       = "WebhookStoreErrors"
 	metricMalformed         = "WebhookMalformedMessages"
+	// metricDeferred counts deliveries put off because their company's
+	// slow slots were taken (jobboard.WebhookSlowSlots).
+	metricDeferred = "WebhookDeferred"
 )
 
 // metricsService is the Service dimension of the lines.
@@ -42,13 +45,15 @@ func (h *Handler) writeMetrics(recs []sqsbatch.Record[*delivery]) {
 			counts[metricStoreErrors]++
 		case outcomeMalformed:
 			counts[metricMalformed]++
+		case outcomeDeferred:
+			counts[metricDeferred]++
 		}
 		if r.disabled {
 			counts[metricEndpointsDisabled]++
 		}
 	}
 	names := []string{metricAttempts, metricDelivered, metricAttemptFailures, metricDeliveriesFailed,
-		metricEndpointsDisabled, metricStoreErrors, metricMalformed}
+		metricEndpointsDisabled, metricStoreErrors, metricMalformed, metricDeferred}
 	ms := make([]emf.Metric, len(names))
 	for i, n := range names {
 		ms[i] = emf.Metric{Name: n, Unit: emf.Count, Value: counts[n]}

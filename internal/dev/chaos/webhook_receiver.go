@@ -52,6 +52,9 @@ type receiver struct {
 	slow   time.Duration // receiverSlow's delay
 	lag    time.Duration // receiverLagging's delay
 	log    *receiptLog
+	// base is the mode it returns to after a fault: receiverUp, or for a
+	// slow tenant's receiver receiverLagging.
+	base receiverMode
 
 	mu   sync.Mutex
 	mode receiverMode
@@ -128,6 +131,9 @@ func (r *receiver) setMode(m receiverMode) {
 	defer r.mu.Unlock()
 	r.mode = m
 }
+
+// restore puts the receiver back in its base mode.
+func (r *receiver) restore() { r.setMode(r.base) }
 
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request, down <-chan struct{}) {
 	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))

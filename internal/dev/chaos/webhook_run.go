@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -30,7 +31,11 @@ import (
 // applications, status changes, withdrawals and job closings flow through
 // the API, receivers are killed (connections refused and cut), slowed past
 // the delivery function's timeout, slowed within it and made to fail, and
-// delivery functions are killed and frozen past their lease.
+// delivery functions are killed and frozen past their lease. A slow tenant
+// rides along: a company whose receiver always answers slowly (within the
+// timeout, beyond jobboard.WebhookSlowAttempt); its deliveries must arrive
+// too, and the report gives the other tenants' delivery latency beside it
+// (issue 29.4).
 
 // WebhookConfig is one webhook chaos run. WebhookShort and WebhookFull
 // return the two standard ones; ServerURL, Seed, BinDir, LogDir and Out are
@@ -49,6 +54,10 @@ type WebhookConfig struct {
 	// receiver) subscribed to every event type, and JobsPerCompany jobs.
 	Receivers      int
 	JobsPerCompany int
+	// SlowTenants are more companies like those, whose receivers answer
+	// every request after SlowAnswer, and take no faults.
+	SlowTenants int
+	SlowAnswer  time.Duration
 	// Candidates apply to every job; Changes status changes (and
 	// withdrawals) then flow over LoadDuration, by Walkers walkers; at
 	// the end every job is closed.
@@ -71,7 +80,7 @@ type WebhookConfig struct {
 // WebhookShort is the run `go test` makes: about a minute.
 func WebhookShort() WebhookConfig {
 	return WebhookConfig{
-		Name: "webhooks-short", Deliverers: 2, Receivers: 3, JobsPerCompany: 2, Candidates: 6,
+		Name: "webhooks-short", Deliverers: 2, Receivers: 3, JobsPerCompany: 2, Candidates: 6, SlowTenants: 1, SlowAnswer: 1500 * time.Millisecond,
 		Changes: 120, LoadDuration: 20 * time.Second, Walkers: 4,
 		AttemptTimeout: 2 * time.Second, BackoffBase: time.Second, BackoffMax: 3 * time.Second,
 		FaultGapMin: 700 * time.Millisecond, FaultGapMax: 1500 * time.Millisecond, FaultMax: 4 * time.Second,
@@ -82,7 +91,7 @@ func WebhookShort() WebhookConfig {
 // WebhookFull is the run of `make chaos`: about four minutes.
 func WebhookFull() WebhookConfig {
 	return WebhookConfig{
-		Name: "webhooks-full", Deliverers: 3, Receivers: 5, JobsPerCompany: 4, Candidates: 20,
+		Name: "webhooks-full", Deliverers: 3, Receivers: 5, JobsPerCompany: 4, Candidates: 20, SlowTenants: 1, SlowAnswer: 1500 * time.Millisecond,
 		Changes: 1500, LoadDuration: 150 * time.Second, Walkers: 8,
 		AttemptTimeout: 2 * time.Second, BackoffBase: time.Second, BackoffMax: 5 * time.Second,
 		FaultGapMin: time.Second, FaultGapMax: 3 * time.Second, FaultMax: 8 * time.Second,
@@ -100,6 +109,8 @@ func (c WebhookConfig) validate() error {
 	check(c.ServerURL != "", "ServerURL is required")
 	check(c.Deliverers >= 1 && c.Receivers >= 1 && c.JobsPerCompany >= 1 && c.Candidates >= 1, "need deliverers, receivers, jobs and candidates")
 	check(c.Changes >= 1 && c.Walkers >= 1 && c.LoadDuration > 0, "need changes, walkers and a load duration")
+	check(c.SlowTenants == 0 || c.SlowAnswer >= jobboard.WebhookSlowAttempt && c.SlowAnswer < c.AttemptTimeout,
+		"a slow tenant's answer must be slow (at least jobboard.WebhookSlowAttempt) and within the attempt timeout")
 	check(c.AttemptTimeout >= time.Second && c.BackoffBase >= time.Second && c.BackoffMax >= c.BackoffBase, "need an attempt timeout and a backoff of at least a second")
 	check(c.FaultGapMin > 0 && c.FaultGapMax >= c.FaultGapMin && c.FaultMax > 0, "need fault gaps and a fault length")
 	check(c.SettleTimeout > 0, "SettleTimeout must be positive")
@@ -126,6 +137,12 @@ type WebhookReport struct {
 	Requests, Retries, Processed2xxTwice int
 	// Faults counts the faults injected, by kind.
 	Faults map[string]int
+	// Latency is, per tenant kind, the time from each delivery's dispatch
+	// to its first request at the receiver: "healthy", a company whose
+	// receiver took no fault from the dispatch to then (nor an attempt
+	// timeout before it: it may still be known as slow); "faulted", one
+	// whose receiver did; "slow", a slow tenant.
+	Latency map[string]Percentiles
 
 	// The failures of the promise, each a list of what broke it.
 	Lost           []string // a delivery never answered 2xx
@@ -158,6 +175,11 @@ func (r *WebhookReport) Print(w io.Writer) {
 		fmt.Fprintf(w, " %s %d", k, r.Faults[k])
 	}
 	fmt.Fprintln(w)
+	for _, kind := range []string{"healthy", "faulted", "slow"} {
+		if l, ok := r.Latency[kind]; ok {
+			fmt.Fprintf(w, "  %s tenants' deliveries, dispatch to first request: %s\n", kind, l)
+		}
+	}
 	fmt.Fprintf(w, "  lost %d, committed changes without an event %d, changes under two webhook-ids %d, unknown ids %d, bad signatures %d\n",
 		len(r.Lost), len(r.MissingEvents), len(r.SplitFacts), len(r.UnknownIDs), r.BadSignatures)
 	fmt.Fprintf(w, "  duplicates, all retries of one webhook-id: %d ids answered 2xx more than once\n", r.Processed2xxTwice)
@@ -188,7 +210,12 @@ type webhookRun struct {
 
 	mu     sync.Mutex
 	faults map[string]int
+	// faulted are the times each receiver (by index) was under a fault.
+	faulted map[int][]span
 }
+
+// span is a stretch of time.
+type span struct{ from, to time.Time }
 
 // RunWebhooks performs one webhook chaos run and returns its report; the
 // run passed when its Failures are empty. It stops everything it started
@@ -274,12 +301,16 @@ func RunWebhooks(ctx context.Context, cfg WebhookConfig) (rep *WebhookReport, er
 // delivery functions.
 func (r *webhookRun) startProcesses(ctx context.Context, binDir, logDir string) error {
 	cfg, st := r.cfg, r.st
-	ports, err := localhost.FreePorts(ctx, cfg.Receivers+1)
+	ports, err := localhost.FreePorts(ctx, cfg.Receivers+cfg.SlowTenants+1)
 	if err != nil {
 		return err
 	}
-	for i := range cfg.Receivers {
+	for i := range cfg.Receivers + cfg.SlowTenants {
 		rc := &receiver{index: i, port: ports[i+1], log: r.log, slow: 2 * cfg.AttemptTimeout, lag: cfg.AttemptTimeout / 2}
+		if i >= cfg.Receivers {
+			rc.lag, rc.base = cfg.SlowAnswer, receiverLagging
+			rc.restore()
+		}
 		if err := rc.start(); err != nil {
 			return err
 		}
@@ -376,7 +407,7 @@ func (r *webhookRun) phases(ctx context.Context) error {
 
 	// Settle with everything whole.
 	for _, rc := range r.receivers {
-		rc.setMode(receiverUp)
+		rc.restore()
 		if err := rc.start(); err != nil {
 			return err
 		}
@@ -486,7 +517,7 @@ func (r *webhookRun) injectFaults(ctx context.Context, rng *rand.Rand) {
 		}
 		length := time.Second + time.Duration(rng.Int64N(int64(r.cfg.FaultMax)))
 		kind := []string{"receiver_killed", "receiver_slow", "receiver_lagging", "receiver_failing", "deliverer_killed", "deliverer_frozen"}[rng.IntN(6)]
-		rc := r.receivers[rng.IntN(len(r.receivers))]
+		rc := r.receivers[rng.IntN(r.cfg.Receivers)] // not a slow tenant's
 		deliverer := r.st.fleet.pick(roleWebhook, rng.IntN)
 		r.mu.Lock()
 		r.faults[kind]++
@@ -501,6 +532,18 @@ func (r *webhookRun) fault(ctx context.Context, kind string, rc *receiver, s *sl
 	f := r.st.fleet
 	wait := func() { _ = pause(context.WithoutCancel(ctx), length) }
 	switch kind {
+	case "receiver_killed", "receiver_slow", "receiver_lagging", "receiver_failing":
+		from := time.Now()
+		defer func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.faulted == nil {
+				r.faulted = map[int][]span{}
+			}
+			r.faulted[rc.index] = append(r.faulted[rc.index], span{from, time.Now()})
+		}()
+	}
+	switch kind {
 	case "receiver_killed":
 		rc.kill()
 		wait()
@@ -510,7 +553,7 @@ func (r *webhookRun) fault(ctx context.Context, kind string, rc *receiver, s *sl
 	case "receiver_slow", "receiver_lagging", "receiver_failing":
 		rc.setMode(map[string]receiverMode{"receiver_slow": receiverSlow, "receiver_lagging": receiverLagging, "receiver_failing": receiverFailing}[kind])
 		wait()
-		rc.setMode(receiverUp)
+		rc.restore()
 	case "deliverer_killed":
 		if s != nil && f.kill(s) != nil {
 			wait()
@@ -580,19 +623,20 @@ func (r *webhookRun) collect(ctx context.Context) error {
 
 	// Which receiver each delivery's endpoint is: endpoints were made in
 	// receiver order, ids 1..n.
-	rows, err := pool.Query(ctx, `SELECT d.event_id::text, d.endpoint_id, d.state FROM webhook_deliveries d`)
+	rows, err := pool.Query(ctx, `SELECT d.event_id::text, d.endpoint_id, d.state, d.dispatched_at FROM webhook_deliveries d`)
 	if err != nil {
 		return err
 	}
 	type delivery struct {
-		endpoint int64
-		state    string
+		endpoint   int64
+		state      string
+		dispatched time.Time
 	}
 	byID := map[string]delivery{}
 	for rows.Next() {
 		var id string
 		var d delivery
-		if err := rows.Scan(&id, &d.endpoint, &d.state); err != nil {
+		if err := rows.Scan(&id, &d.endpoint, &d.state, &d.dispatched); err != nil {
 			return err
 		}
 		byID[id] = d
@@ -604,8 +648,12 @@ func (r *webhookRun) collect(ctx context.Context) error {
 	rep.Requests = len(receipts)
 	got2xx := map[string]int{}
 	seen := map[string]int{}
+	first := map[string]receipt{}
 	factIDs := map[string]map[string]bool{}
 	for _, rc := range receipts {
+		if f, ok := first[rc.ID]; !ok || rc.At.Before(f.At) {
+			first[rc.ID] = rc
+		}
 		seen[rc.ID]++
 		if !rc.Verified {
 			rep.BadSignatures++
@@ -633,6 +681,28 @@ func (r *webhookRun) collect(ctx context.Context) error {
 		if got2xx[id] == 0 || d.state != jobboard.DeliveryDelivered {
 			rep.Lost = append(rep.Lost, fmt.Sprintf("%s (endpoint %d, %s, %d requests)", id, d.endpoint, d.state, seen[id]))
 		}
+	}
+	latency := map[string][]time.Duration{}
+	r.mu.Lock()
+	faulted := r.faulted
+	r.mu.Unlock()
+	for id, rc := range first {
+		if d, ok := byID[id]; ok {
+			kind := "healthy"
+			for _, f := range faulted[rc.Endpoint] {
+				if f.from.Before(rc.At) && f.to.Add(r.cfg.AttemptTimeout).After(d.dispatched) {
+					kind = "faulted"
+				}
+			}
+			if rc.Endpoint >= r.cfg.Receivers {
+				kind = "slow"
+			}
+			latency[kind] = append(latency[kind], rc.At.Sub(d.dispatched))
+		}
+	}
+	rep.Latency = map[string]Percentiles{}
+	for kind, ds := range latency {
+		rep.Latency[kind] = percentilesOf(ds)
 	}
 	for fact, ids := range factIDs {
 		if len(ids) > 1 {
@@ -682,4 +752,25 @@ func (r *webhookRun) judge() {
 	if total == 0 || rep.Retries == 0 {
 		fail("no fault hit the deliveries (%d faults, %d retries)", total, rep.Retries)
 	}
+}
+
+// Percentiles summarise a set of durations.
+type Percentiles struct {
+	N             int
+	P50, P99, Max time.Duration
+}
+
+func (p Percentiles) String() string {
+	return fmt.Sprintf("p50 %v, p99 %v, max %v (%d deliveries)",
+		p.P50.Round(time.Millisecond), p.P99.Round(time.Millisecond), p.Max.Round(time.Millisecond), p.N)
+}
+
+// percentilesOf takes the nearest-rank percentiles of ds (which it sorts).
+func percentilesOf(ds []time.Duration) Percentiles {
+	if len(ds) == 0 {
+		return Percentiles{}
+	}
+	slices.Sort(ds)
+	rank := func(q int) time.Duration { return ds[max((len(ds)*q+99)/100, 1)-1] }
+	return Percentiles{N: len(ds), P50: rank(50), P99: rank(99), Max: ds[len(ds)-1]}
 }

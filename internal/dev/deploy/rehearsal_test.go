@@ -177,11 +177,11 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 				"sqs:SendMessage":               {queue, webhookQueue},
 			},
 			// Its queue and its secrets, nothing else: no SES, no other
-			// queue.
+			// queue. It sends to its own queue the deliveries it puts off.
 			"WebhookFunction": {
 				"secretsmanager:GetSecretValue": {secret, "WebhookSealingKey"},
 				"sqs:ReceiveMessage":            {webhookQueue}, "sqs:DeleteMessage": {webhookQueue}, "sqs:GetQueueAttributes": {webhookQueue},
-				"sqs:ChangeMessageVisibility": {webhookQueue},
+				"sqs:ChangeMessageVisibility": {webhookQueue}, "sqs:SendMessage": {webhookQueue},
 			},
 			// Its queue and the database, nothing else.
 			"FeedbackFunction": {
