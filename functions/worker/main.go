@@ -20,6 +20,9 @@
 // http://localhost:3000/reset-password outside Lambda);
 // RETENTION_DAYS (default 30, at least 15; as the sweeper's);
 // WORKER_CONCURRENCY (records of a batch handled at once, default 10);
+// SES_MAX_SEND_RATE (emails per second that every worker instance together
+// sends at most; unset: the account's MaxSendRate, from SES's GetAccount,
+// asked every 5 minutes);
 // LOCAL_INVOCATION_TIMEOUT (local mode only: the deadline of one local
 // invocation, 5s to 15m, default 30s, the function's Timeout in
 // template.yaml);
@@ -76,7 +79,8 @@ const poolSize = 2
 // redelivery.
 func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
-	sender, err := mail.NewSender(sesv2.NewFromConfig(s.AWS), s.MailFrom)
+	ses := sesv2.NewFromConfig(s.AWS)
+	sender, err := mail.NewSender(ses, s.MailFrom)
 	if err != nil {
 		return nil, err
 	}
@@ -91,12 +95,18 @@ func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function
 	if err != nil {
 		return nil, err
 	}
+	redeliverer := queue.NewRedeliverer(sqsClient, s.QueueURL)
 	h, err := worker.New(worker.Config{
 		Store: db,
 		// Read before each send: no email to an address that bounced or complained.
 		Suppressions: db,
 		Mailer:       sender,
-		Redelivery:   queue.NewRedeliverer(sqsClient, s.QueueURL),
+		Redelivery:   redeliverer,
+		// Every send takes a slot at the account's rate, shared by every
+		// instance through the database.
+		Schedule: db,
+		Rate:     mail.NewSendRate(ses, s.MaxSendRate),
+		Requeue:  redeliverer,
 		Concurrency:  s.Concurrency,
 		Retention:    s.Retention,
 		Logger:       logger,

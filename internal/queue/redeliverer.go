@@ -65,3 +65,26 @@ func (r *Redeliverer) Redeliver(ctx context.Context, rs []jobboard.Redelivery) e
 	}
 	return errors.Join(errs...)
 }
+
+var _ jobboard.Requeuer = (*Redeliverer)(nil)
+
+// maxDelay is the longest delay SQS gives a new message: 15 minutes.
+const maxDelay = 15 * time.Minute
+
+// Requeue sends the message body again as a new message of the queue,
+// with its type attribute, delivered after rq.After (rounded up to whole
+// seconds, at most 15 minutes): the new message's receive count starts at
+// zero. The original is the caller's to delete (the event source mapping
+// deletes a record that did not fail). Errors: the call failed.
+func (r *Redeliverer) Requeue(ctx context.Context, rq jobboard.Requeue) error {
+	_, err := r.client.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:          aws.String(r.queueURL),
+		MessageBody:       aws.String(rq.Body),
+		MessageAttributes: typeAttribute(rq.Type),
+		DelaySeconds:      int32(math.Ceil(min(rq.After, maxDelay).Seconds())),
+	})
+	if err != nil {
+		return fmt.Errorf("requeue message: %w", err)
+	}
+	return nil
+}

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -79,6 +80,18 @@ type Config struct {
 	// Redelivery, if set, gives failed records their backoff
 	// (queue.Redeliverer); otherwise they wait for the visibility timeout.
 	Redelivery jobboard.Redeliverer
+	// Schedule and Rate, if both set, pace the sends (pacing.go): every
+	// send takes a slot of Schedule (postgres.DB), shared by every worker
+	// instance, at the mail service's Rate (mail.SendRate).
+	Schedule jobboard.SendSchedule
+	Rate     jobboard.SendRate
+	// Requeue, if set, puts a record back on its queue as a new message
+	// (queue.Requeuer) when its send slot is beyond SlotHorizon or the
+	// mail service throttled it anyway; otherwise it fails with a backoff.
+	Requeue jobboard.Requeuer
+	// SlotHorizon: a record whose send slot is at most this far away waits
+	// for it; zero means DefaultSlotHorizon.
+	SlotHorizon time.Duration
 	// Concurrency bounds the records handled at once; zero means
 	// DefaultConcurrency.
 	Concurrency int
@@ -114,6 +127,8 @@ type Handler struct {
 	batch     sqsbatch.Config
 	verifyURL *url.URL
 	resetURL  *url.URL
+	// rateWarned is when the unknown send rate was last logged (Unix ns).
+	rateWarned atomic.Int64
 }
 
 // New returns a Handler. It returns an error when a required dependency is
@@ -138,6 +153,7 @@ func New(c Config) (*Handler, error) {
 		{&c.SendMargin, DefaultSendMargin},
 		{&c.LeaseMargin, DefaultLeaseMargin},
 		{&c.Retention, jobboard.DefaultRetention},
+		{&c.SlotHorizon, DefaultSlotHorizon},
 	}
 	for _, d := range defaults {
 		if *d.v == 0 {

@@ -52,9 +52,11 @@ func roleOf(t *testing.T, c *cfnTemplate, function string) string {
 // And ses:SendEmail: SES authorises a send against the recipient's
 // identity too while the account is in the sandbox, so the worker's grant
 // names none and holds the From address by condition instead
-// (TestTheWorkerSendsOnlyAsMailFromIdentity).
+// (TestTheWorkerSendsOnlyAsMailFromIdentity). And ses:GetAccount, which
+// has no resource: the account's sending quota.
 var wildcardResources = map[string]bool{
 	"ses:SendEmail":         true,
+	"ses:GetAccount":        true,
 	"xray:PutTraceSegments": true, "xray:PutTelemetryRecords": true,
 	"ec2:CreateNetworkInterface": true, "ec2:DescribeNetworkInterfaces": true, "ec2:DescribeSubnets": true,
 	"ec2:DeleteNetworkInterface": true, "ec2:AssignPrivateIpAddresses": true, "ec2:UnassignPrivateIpAddresses": true,
@@ -170,7 +172,11 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 				"secretsmanager:GetSecretValue": {secret},
 				"sqs:ReceiveMessage":            {queue}, "sqs:DeleteMessage": {queue}, "sqs:GetQueueAttributes": {queue},
 				"sqs:ChangeMessageVisibility": {queue},
-				"ses:SendEmail":               {"*"},
+				// A record whose send slot is far goes back as a new message.
+				"sqs:SendMessage": {queue},
+				"ses:SendEmail":   {"*"},
+				// The account's MaxSendRate, which paces the sends.
+				"ses:GetAccount": {"*"},
 			},
 			"SweeperFunction": {
 				"secretsmanager:GetSecretValue": {secret},
