@@ -40,9 +40,12 @@ type Settings struct {
 	PasswordResetURL string
 	// QueueURL is the status events queue: failed records get their
 	// backoff there, and the local mode polls it.
-	QueueURL    string
-	Retention   time.Duration
-	Concurrency int
+	QueueURL string
+	// AccountQueueURL is the account emails' queue (verification,
+	// password reset), consumed beside QueueURL; empty: none.
+	AccountQueueURL string
+	Retention       time.Duration
+	Concurrency     int
 	// MaxSendRate is the SES account's maximum send rate, emails per
 	// second (SES_MAX_SEND_RATE); zero: ask SES (GetAccount).
 	MaxSendRate  float64
@@ -61,6 +64,7 @@ func Load(getenv func(string) string) (Settings, error) {
 		MailFrom:         getenv("MAIL_FROM"),
 		ConfigurationSet: getenv("SES_CONFIGURATION_SET"),
 		QueueURL:         getenv("STATUS_EVENTS_QUEUE_URL"),
+		AccountQueueURL:  getenv("ACCOUNT_EMAILS_QUEUE_URL"),
 		VerifyEmailURL:   getenv("VERIFY_EMAIL_URL"),
 		PasswordResetURL: getenv("ACCOUNT_RECOVERY_URL"),
 		Concurrency:      worker.DefaultConcurrency,

@@ -159,6 +159,7 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 		c := translation(t, set)
 		vpc := c.condition(t, "UseVpc")
 		queue := "arn:aws:sqs:us-east-1:123456789012:jobboard-status-events"
+		accountQueue := "arn:aws:sqs:us-east-1:123456789012:jobboard-account-emails"
 		webhookQueue := "arn:aws:sqs:us-east-1:123456789012:jobboard-webhook-events"
 		feedbackQueue := "arn:aws:sqs:us-east-1:123456789012:jobboard-feedback"
 		secret := c.Values["DatabaseSecretArn"]
@@ -166,21 +167,22 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 		want := map[string]map[string][]string{
 			"ApiFunction": {
 				"secretsmanager:GetSecretValue": {secret, "JwtSecret", "WebhookSealingKey"},
-				"sqs:SendMessage":               {queue, webhookQueue},
+				"sqs:SendMessage":               {queue, accountQueue, webhookQueue},
 			},
 			"WorkerFunction": {
 				"secretsmanager:GetSecretValue": {secret},
-				"sqs:ReceiveMessage":            {queue}, "sqs:DeleteMessage": {queue}, "sqs:GetQueueAttributes": {queue},
-				"sqs:ChangeMessageVisibility": {queue},
+				"sqs:ReceiveMessage":            {queue, accountQueue}, "sqs:DeleteMessage": {queue, accountQueue},
+				"sqs:GetQueueAttributes":      {queue, accountQueue},
+				"sqs:ChangeMessageVisibility": {queue, accountQueue},
 				// A record whose send slot is far goes back as a new message.
-				"sqs:SendMessage": {queue},
+				"sqs:SendMessage": {queue, accountQueue},
 				"ses:SendEmail":   {"*"},
 				// The account's MaxSendRate, which paces the sends.
 				"ses:GetAccount": {"*"},
 			},
 			"SweeperFunction": {
 				"secretsmanager:GetSecretValue": {secret},
-				"sqs:SendMessage":               {queue, webhookQueue},
+				"sqs:SendMessage":               {queue, accountQueue, webhookQueue},
 			},
 			// Its queue and its secrets, nothing else: no SES, no other
 			// queue.
@@ -466,7 +468,7 @@ func TestRehearsalStandInsCheckTheSchemas(t *testing.T) {
 			"      Description: HMAC key that signs the API's JWTs (generated; never in the template).\n      Rotation: weekly\n",
 			"JwtSecret (AWS::SecretsManager::Secret): missing required [], unknown ['Rotation']"},
 		{"missing required property",
-			"      Queues:\n        - !Ref StatusEventsQueue\n        - !Ref StatusEventsDLQ\n",
+			"      Queues:\n        - !Ref StatusEventsQueue\n        - !Ref StatusEventsDLQ\n        - !Ref AccountEmailsQueue\n        - !Ref AccountEmailsDLQ\n",
 			"",
 			"StatusEventsQueuesPolicy (AWS::SQS::QueuePolicy): missing required ['Queues']"},
 		{"both of an either-or pair",
