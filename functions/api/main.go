@@ -12,6 +12,9 @@
 // LOG_LEVEL (debug, info, warn, error; default info); STATUS_EVENTS_QUEUE_URL
 // (the queue that committed status events are published to right away;
 // without it they wait in the outbox for the sweeper);
+// ACCOUNT_EMAILS_QUEUE_URL (the queue of the verification and password
+// reset emails, so that they never wait behind status emails; without it
+// they go to the status events queue);
 // DATABASE_STATEMENT_TIMEOUT (a Go duration, default 5s: the database stops
 // any statement of the API that runs longer, and the request answers 503);
 // DATABASE_QUERY_EXEC_MODE (pgx's query exec mode: cache_statement, the
@@ -156,7 +159,7 @@ func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function
 // newHandler wires the API handler over db, with the event relay when one
 // is configured; metrics, when not nil, gets a metric line per request.
 func newHandler(ctx context.Context, s settings.Settings, db *postgres.DB, keys httpapi.TokenKeySource, sealer jobboard.SecretSealer, logger *slog.Logger, metrics io.Writer) http.Handler {
-	relay := eventRelay(ctx, s.QueueURL, s.Webhooks.QueueURL, s.AWS, db, logger)
+	relay := eventRelay(ctx, s.QueueURL, s.AccountQueueURL, s.Webhooks.QueueURL, s.AWS, db, logger)
 	return httpapi.NewServer(httpapi.Config{
 		RequestID:    gatewayRequestID,
 		Writes:       db,

@@ -10,7 +10,9 @@
 // Environment: DATABASE_URL, or on AWS DATABASE_SECRET_ARN (required, with
 // the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
 // STATUS_EVENTS_QUEUE_URL and WEBHOOK_EVENTS_QUEUE_URL (required: every
-// outbox row goes to one of them); RETENTION_DAYS (the claims' retention,
+// outbox row goes to one of them); ACCOUNT_EMAILS_QUEUE_URL (the
+// verification and password reset emails' queue; unset: the status events
+// queue takes them); RETENTION_DAYS (the claims' retention,
 // default 30, at least 15); DATABASE_QUERY_EXEC_MODE (as the API's);
 // LOG_LEVEL (debug, info, warn, error; default info); SWEEP_INTERVAL (local
 // mode only); SWEEP_GRACE (how long a fresh row is left to the API's relay,
@@ -68,6 +70,11 @@ func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function
 	webhooks := queue.NewPublisher(client, s.WebhookQueueURL)
 	webhooks.Logger = logger
 	publisher := queue.Router{Status: status, Webhooks: webhooks, Logger: logger}
+	if s.AccountQueueURL != "" {
+		account := queue.NewPublisher(client, s.AccountQueueURL)
+		account.Logger = logger
+		publisher.Account = account
+	}
 
 	// The sweeper works in one transaction or statement at a time.
 	db, err := database.Open(ctx, s.DB, secret.NewClient(s.AWS), func(c *pgxpool.Config) { c.MaxConns = 1 })

@@ -12,7 +12,9 @@
 // the optional DATABASE_HOST and DATABASE_SSLROOTCERT, see internal/secret);
 // MAIL_FROM (required, e.g. "jobboard <jobs@example.com>");
 // STATUS_EVENTS_QUEUE_URL (required: failed records get their backoff
-// there, and the local mode polls it); SES_CONFIGURATION_SET (optional);
+// there, and the local mode polls it); ACCOUNT_EMAILS_QUEUE_URL (the
+// verification and password reset emails' queue, consumed beside it, so
+// that they never wait behind status emails; optional); SES_CONFIGURATION_SET (optional);
 // VERIFY_EMAIL_URL (the front-end page that a verification link opens; the
 // link adds token=<token> to its query; required in Lambda, default
 // http://localhost:3000/verify-email elsewhere); ACCOUNT_RECOVERY_URL (the
@@ -20,6 +22,9 @@
 // http://localhost:3000/reset-password outside Lambda);
 // RETENTION_DAYS (default 30, at least 15; as the sweeper's);
 // WORKER_CONCURRENCY (records of a batch handled at once, default 10);
+// SES_MAX_SEND_RATE (emails per second that every worker instance together
+// sends at most; unset: the account's MaxSendRate, from SES's GetAccount,
+// asked every 5 minutes);
 // LOCAL_INVOCATION_TIMEOUT (local mode only: the deadline of one local
 // invocation, 5s to 15m, default 30s, the function's Timeout in
 // template.yaml);
@@ -33,6 +38,7 @@ package main
 import (
 	"context"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
@@ -71,12 +77,13 @@ const (
 const poolSize = 2
 
 // wire builds the worker from its settings; stdout takes its log and
-// metric lines. Outside Lambda a poller plays the event source mapping:
-// batches of up to ten from STATUS_EVENTS_QUEUE_URL, failures left for
-// redelivery.
+// metric lines. Outside Lambda a poller per queue plays its event source
+// mapping: batches of up to ten from ACCOUNT_EMAILS_QUEUE_URL and from
+// STATUS_EVENTS_QUEUE_URL, failures left for redelivery.
 func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function.Wiring, error) {
 	logger := s.Logger(stdout)
-	sender, err := mail.NewSender(sesv2.NewFromConfig(s.AWS), s.MailFrom)
+	ses := sesv2.NewFromConfig(s.AWS)
+	sender, err := mail.NewSender(ses, s.MailFrom)
 	if err != nil {
 		return nil, err
 	}
@@ -91,34 +98,66 @@ func wire(ctx context.Context, s settings.Settings, stdout io.Writer) (*function
 	if err != nil {
 		return nil, err
 	}
-	h, err := worker.New(worker.Config{
-		Store: db,
-		// Read before each send: no email to an address that bounced or complained.
-		Suppressions: db,
-		Mailer:       sender,
-		Redelivery:   queue.NewRedeliverer(sqsClient, s.QueueURL),
-		Concurrency:  s.Concurrency,
-		Retention:    s.Retention,
-		Logger:       logger,
-		Metrics:      stdout,
-		// The metric line's version dimension, for the deploy's rollback
-		// alarms; empty outside Lambda.
-		FunctionVersion: s.Version,
+	// One handler per queue: each gives its failed records their backoff,
+	// and puts its deferred records back, on its own queue. They share the
+	// database, and so the send schedule.
+	rate := mail.NewSendRate(ses, s.MaxSendRate)
+	var status *worker.Handler
+	accounts := map[string]*worker.Handler{}
+	var pollers []*eventsource.Poller
+	for _, url := range []string{s.AccountQueueURL, s.QueueURL} {
+		if url == "" {
+			continue
+		}
+		redeliverer := queue.NewRedeliverer(sqsClient, url)
+		h, err := worker.New(worker.Config{
+			Store: db,
+			// Read before each send: no email to an address that bounced or complained.
+			Suppressions: db,
+			Mailer:       sender,
+			Redelivery:   redeliverer,
+			// Every send takes a slot at the account's rate, shared by
+			// every instance through the database.
+			Schedule:    db,
+			Rate:        rate,
+			Requeuer:    redeliverer,
+			Concurrency: s.Concurrency,
+			Retention:   s.Retention,
+			Logger:      logger,
+			Metrics:     stdout,
+			// The metric line's version dimension, for the deploy's
+			// rollback alarms; empty outside Lambda.
+			FunctionVersion: s.Version,
 
-		VerifyEmailURL:   s.VerifyEmailURL,
-		PasswordResetURL: s.PasswordResetURL,
-	})
-	if err != nil {
-		db.Close()
-		return nil, err
+			VerifyEmailURL:   s.VerifyEmailURL,
+			PasswordResetURL: s.PasswordResetURL,
+		})
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		if url == s.QueueURL {
+			status = h
+		} else {
+			accounts[url] = h
+		}
+		pollers = append(pollers, &eventsource.Poller{
+			Client:         sqsClient,
+			QueueURL:       url,
+			Handler:        h.Handle,
+			HandlerTimeout: s.LocalTimeout,
+			FunctionName:   "worker",
+			Logger:         logger,
+		})
 	}
-	poller := &eventsource.Poller{
-		Client:         sqsClient,
-		QueueURL:       s.QueueURL,
-		Handler:        h.Handle,
-		HandlerTimeout: s.LocalTimeout,
-		FunctionName:   "worker",
-		Logger:         logger,
+	// Each poller runs until ctx ends (eventsource.Poller.Run).
+	local := func(ctx context.Context) error {
+		var wg sync.WaitGroup
+		for _, p := range pollers {
+			wg.Go(func() { _ = p.Run(ctx) })
+		}
+		wg.Wait()
+		return nil
 	}
-	return &function.Wiring{Handler: h.Handle, Local: poller.Run, Close: db.Close}, nil
+	return &function.Wiring{Handler: worker.ByQueue(status, accounts), Local: local, Close: db.Close}, nil
 }

@@ -61,6 +61,9 @@ var allowedInternal = map[string][]string{
 	"internal/migrate/cfntest": {},
 	// A TCP proxy that injects faults, for tests and the chaos run.
 	"internal/dev/faultproxy": {},
+	// A stand-in for SES's sending quota (a token bucket with latency in
+	// front of the local SES), for the pacing tests and the quota benchmark.
+	"internal/dev/quota": {},
 	// Packages of tests alone: the deploy's (template, emulator, moto
 	// rehearsal) and the documents' (links, figures).
 	"internal/dev/deploy": {},

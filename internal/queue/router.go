@@ -10,12 +10,16 @@ import (
 )
 
 // Router publishes each event to the queue of its type
-// (jobboard.ForWebhookQueue): webhook deliveries to Webhooks, the rest to
-// Status. It implements jobboard.EventPublisher and is safe for concurrent
-// use.
+// (jobboard.ForWebhookQueue, jobboard.AccountMail): webhook deliveries to
+// Webhooks, verification and password reset emails to Account (so that
+// they never wait behind a backlog of status emails), the rest to Status.
+// It implements jobboard.EventPublisher and is safe for concurrent use.
 type Router struct {
 	Status   jobboard.EventPublisher
 	Webhooks jobboard.EventPublisher
+	// Account, if set, takes the account mail; otherwise Status does (a
+	// local run with one queue).
+	Account jobboard.EventPublisher
 	// Logger, if set, gets a WARN line when one queue fails while the
 	// other accepted its events. Nil logs nothing.
 	Logger *slog.Logger
@@ -28,11 +32,14 @@ var _ jobboard.EventPublisher = Router{}
 // the failed ones stay unpublished in the outbox. Errors: every queue
 // called failed, or webhook events without a webhook queue.
 func (r Router) Publish(ctx context.Context, evs []jobboard.Event) (accepted []string, err error) {
-	var status, webhooks []jobboard.Event
+	var status, webhooks, account []jobboard.Event
 	for _, ev := range evs {
-		if jobboard.ForWebhookQueue(ev.Type) {
+		switch {
+		case jobboard.ForWebhookQueue(ev.Type):
 			webhooks = append(webhooks, ev)
-		} else {
+		case jobboard.AccountMail(ev.Type) && r.Account != nil:
+			account = append(account, ev)
+		default:
 			status = append(status, ev)
 		}
 	}
@@ -42,7 +49,7 @@ func (r Router) Publish(ctx context.Context, evs []jobboard.Event) (accepted []s
 		name string
 		pub  jobboard.EventPublisher
 		evs  []jobboard.Event
-	}{{"status events", r.Status, status}, {"webhook", r.Webhooks, webhooks}} {
+	}{{"account emails", r.Account, account}, {"status events", r.Status, status}, {"webhook", r.Webhooks, webhooks}} {
 		if len(part.evs) == 0 {
 			continue
 		}

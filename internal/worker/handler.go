@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -79,6 +80,18 @@ type Config struct {
 	// Redelivery, if set, gives failed records their backoff
 	// (queue.Redeliverer); otherwise they wait for the visibility timeout.
 	Redelivery jobboard.Redeliverer
+	// Schedule and Rate, if both set, pace the sends (pacing.go): every
+	// send takes a slot of Schedule (postgres.DB), shared by every worker
+	// instance, at the mail service's Rate (mail.SendRate).
+	Schedule jobboard.SendSchedule
+	Rate     jobboard.SendRate
+	// Requeuer, if set, puts a record back on its queue as a new message
+	// (queue.Redeliverer) when its send slot is beyond SlotHorizon or the
+	// mail service throttled it anyway; otherwise it fails with a backoff.
+	Requeuer jobboard.Requeuer
+	// SlotHorizon: a record whose send slot is at most this far away waits
+	// for it; zero means DefaultSlotHorizon.
+	SlotHorizon time.Duration
 	// Concurrency bounds the records handled at once; zero means
 	// DefaultConcurrency.
 	Concurrency int
@@ -114,6 +127,8 @@ type Handler struct {
 	batch     sqsbatch.Config
 	verifyURL *url.URL
 	resetURL  *url.URL
+	// rateWarned is when the unknown send rate was last logged (Unix ns).
+	rateWarned atomic.Int64
 }
 
 // New returns a Handler. It returns an error when a required dependency is
@@ -138,6 +153,7 @@ func New(c Config) (*Handler, error) {
 		{&c.SendMargin, DefaultSendMargin},
 		{&c.LeaseMargin, DefaultLeaseMargin},
 		{&c.Retention, jobboard.DefaultRetention},
+		{&c.SlotHorizon, DefaultSlotHorizon},
 	}
 	for _, d := range defaults {
 		if *d.v == 0 {
@@ -168,7 +184,7 @@ func New(c Config) (*Handler, error) {
 	if c.Jitter == nil {
 		c.Jitter = defaultJitter
 	}
-	batch := sqsbatch.Config{StartMargin: c.StartMargin, Concurrency: c.Concurrency, Redelivery: c.Redelivery, Logger: c.Logger, Now: c.Now}
+	batch := sqsbatch.Config{StartMargin: c.StartMargin, Concurrency: c.Concurrency, Redelivery: c.Redelivery, Requeuer: c.Requeuer, Logger: c.Logger, Now: c.Now}
 	return &Handler{c: c, batch: batch, verifyURL: verifyURL, resetURL: resetURL}, nil
 }
 
@@ -259,6 +275,7 @@ type result struct {
 	failed   bool       // report it in batchItemFailures
 	retry    retryClass // the backoff of a failed record
 	busyFor  time.Duration
+	requeue  bool   // put off: sent again as a new message after busyFor
 	answered bool   // the database answered (even if the record failed)
 	storeErr error  // the database itself failed
 	stop     string // do not start the rest of the batch, and why
@@ -275,7 +292,10 @@ func (b *run) handleRecord(ctx context.Context, r sqsbatch.Record[*record]) sqsb
 	res := b.h.process(ctx, b.marker, r.Message, r.Value.ev, r.Value.decodeErr)
 	r.Value.res = res
 	out := sqsbatch.Result{Failed: res.failed, Answered: res.answered, StoreErr: res.storeErr, Stop: res.stop}
-	if res.failed {
+	switch {
+	case res.requeue:
+		out.Requeue, out.RetryIn = true, res.busyFor
+	case res.failed:
 		out.RetryIn = backoff(res.retry, r.Receives(), res.busyFor, b.h.c.Jitter)
 	}
 	return out

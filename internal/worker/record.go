@@ -52,6 +52,11 @@ func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage,
 	dbCtx, sendCtx, lease, cancel := h.contexts(ctx)
 	defer cancel()
 
+	at, r, done := h.takeSlot(dbCtx, msg, ev)
+	if done {
+		return r
+	}
+
 	claim, err := h.c.Store.ClaimEvent(dbCtx, ev, lease)
 	if err != nil {
 		h.logRecord(ctx, slog.LevelError, "database failed; nothing claimed, will retry", msg.MessageId, ev, outcomeStoreError, "",
@@ -70,7 +75,7 @@ func (h *Handler) process(ctx context.Context, m *marker, msg events.SQSMessage,
 	if r, done := h.suppressed(ctx, dbCtx, m, msg, ev, claim); done {
 		return r
 	}
-	providerID, err := h.send(sendCtx, ev, claim)
+	providerID, err := h.sendPaced(sendCtx, at, ev, claim)
 	if err != nil {
 		return h.sendFailed(ctx, dbCtx, m, msg, ev, claim, err)
 	}
@@ -212,6 +217,14 @@ func (h *Handler) sendFailed(ctx, dbCtx context.Context, m *marker, msg events.S
 	}
 	r := result{failed: true, answered: true, retry: retrySoon}
 	switch {
+	case errors.Is(sendErr, jobboard.ErrMailThrottled) && h.paced():
+		// Throttled on its slot and on its retries' slots: an anomaly (the
+		// alarm's), not a storm the rest of the batch would add to. Back
+		// as a new message, so that throttling alone never dead-letters it.
+		h.logRecord(ctx, slog.LevelWarn, "mail service throttled the send on every slot it took; claim released",
+			msg.MessageId, ev, outcomeThrottled, c.Token, attrs...)
+		r = h.requeue(ctx, msg, ev, backoff(retryThrottled, 1, 0, h.c.Jitter), "throttled")
+		r.outcome = outcomeThrottled
 	case errors.Is(sendErr, jobboard.ErrMailThrottled):
 		r.outcome, r.retry, r.stop = outcomeThrottled, retryThrottled, "the mail service throttled an earlier record"
 		h.logRecord(ctx, slog.LevelWarn, "mail service throttled; claim released, the rest of the batch is not started",

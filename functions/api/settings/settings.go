@@ -33,6 +33,9 @@ type Settings struct {
 	// QueueURL is where committed status events are published right away;
 	// empty: they wait in the outbox for the sweeper.
 	QueueURL string
+	// AccountQueueURL is the account emails' queue (verification, password
+	// reset); empty: they go to QueueURL.
+	AccountQueueURL string
 	// JWTKey names the token signing key; locally, when it names none,
 	// wire makes a random one.
 	JWTKey secret.Key
@@ -65,10 +68,11 @@ type Webhooks struct {
 func Load(getenv func(string) string) (Settings, error) {
 	shared, err := function.Load(getenv)
 	s := Settings{
-		Settings: shared,
-		Port:     getenv("PORT"),
-		QueueURL: getenv("STATUS_EVENTS_QUEUE_URL"),
-		JWTKey:   secret.LoadJWTKey(getenv),
+		Settings:        shared,
+		Port:            getenv("PORT"),
+		QueueURL:        getenv("STATUS_EVENTS_QUEUE_URL"),
+		AccountQueueURL: getenv("ACCOUNT_EMAILS_QUEUE_URL"),
+		JWTKey:          secret.LoadJWTKey(getenv),
 		Webhooks: Webhooks{
 			QueueURL:   getenv("WEBHOOK_EVENTS_QUEUE_URL"),
 			SealingKey: secret.LoadWebhookSealingKey(getenv),

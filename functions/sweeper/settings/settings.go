@@ -25,6 +25,9 @@ type Settings struct {
 	// WebhookQueueURL its webhook deliveries.
 	QueueURL        string
 	WebhookQueueURL string
+	// AccountQueueURL receives the account emails' events (verification,
+	// password reset); empty: QueueURL does.
+	AccountQueueURL string
 	Retention       time.Duration
 	// Grace is how long a fresh outbox row is left to the API's relay;
 	// zero: the sweeper's default.
@@ -44,6 +47,7 @@ func Load(getenv func(string) string) (Settings, error) {
 		Settings:        shared,
 		QueueURL:        getenv("STATUS_EVENTS_QUEUE_URL"),
 		WebhookQueueURL: getenv("WEBHOOK_EVENTS_QUEUE_URL"),
+		AccountQueueURL: getenv("ACCOUNT_EMAILS_QUEUE_URL"),
 		Interval:        defaultSweepInterval,
 	}
 	interval := getenv("SWEEP_INTERVAL")

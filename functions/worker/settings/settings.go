@@ -40,9 +40,15 @@ type Settings struct {
 	PasswordResetURL string
 	// QueueURL is the status events queue: failed records get their
 	// backoff there, and the local mode polls it.
-	QueueURL     string
-	Retention    time.Duration
-	Concurrency  int
+	QueueURL string
+	// AccountQueueURL is the account emails' queue (verification,
+	// password reset), consumed beside QueueURL; empty: none.
+	AccountQueueURL string
+	Retention       time.Duration
+	Concurrency     int
+	// MaxSendRate is the SES account's maximum send rate, emails per
+	// second (SES_MAX_SEND_RATE); zero: ask SES (GetAccount).
+	MaxSendRate  float64
 	LocalTimeout time.Duration
 	// DB names the database and how statements are sent.
 	DB database.Settings
@@ -58,6 +64,7 @@ func Load(getenv func(string) string) (Settings, error) {
 		MailFrom:         getenv("MAIL_FROM"),
 		ConfigurationSet: getenv("SES_CONFIGURATION_SET"),
 		QueueURL:         getenv("STATUS_EVENTS_QUEUE_URL"),
+		AccountQueueURL:  getenv("ACCOUNT_EMAILS_QUEUE_URL"),
 		VerifyEmailURL:   getenv("VERIFY_EMAIL_URL"),
 		PasswordResetURL: getenv("ACCOUNT_RECOVERY_URL"),
 		Concurrency:      worker.DefaultConcurrency,
@@ -93,6 +100,11 @@ func Load(getenv func(string) string) (Settings, error) {
 	if v := getenv("WORKER_CONCURRENCY"); v != "" {
 		if s.Concurrency, err = strconv.Atoi(v); err != nil || s.Concurrency < 1 || s.Concurrency > 100 {
 			missing = append(missing, fmt.Errorf("WORKER_CONCURRENCY = %q: want a whole number from 1 to 100", v))
+		}
+	}
+	if v := getenv("SES_MAX_SEND_RATE"); v != "" {
+		if s.MaxSendRate, err = strconv.ParseFloat(v, 64); err != nil || !(s.MaxSendRate > 0 && s.MaxSendRate <= 100_000) {
+			missing = append(missing, fmt.Errorf("SES_MAX_SEND_RATE = %q: want emails per second, more than 0 (unset: SES's GetAccount tells)", v))
 		}
 	}
 	if s.DB, err = database.LoadSettings(getenv, ""); err != nil {

@@ -34,7 +34,7 @@ func TestLoadSettings(t *testing.T) {
 		return m
 	}
 	for k, v := range map[string]string{"LOG_LEVEL": "loud", "RETENTION_DAYS": "14", "WORKER_CONCURRENCY": "0",
-		"VERIFY_EMAIL_URL": "/verify-email", "ACCOUNT_RECOVERY_URL": "ftp://app.example/reset", "DATABASE_QUERY_EXEC_MODE": "prepared"} {
+		"VERIFY_EMAIL_URL": "/verify-email", "ACCOUNT_RECOVERY_URL": "ftp://app.example/reset", "DATABASE_QUERY_EXEC_MODE": "prepared", "SES_MAX_SEND_RATE": "0"} {
 		if _, err := Load(env(with(k, v))); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v; want %s named", k, v, err, k)
 		}
@@ -48,6 +48,12 @@ func TestLoadSettings(t *testing.T) {
 	}
 	if s, err := Load(env(with("DATABASE_QUERY_EXEC_MODE", "exec"))); err != nil || s.DB.QueryExecMode != pgx.QueryExecModeExec {
 		t.Errorf("DATABASE_QUERY_EXEC_MODE=exec: %v, %v", s.DB.QueryExecMode, err)
+	}
+	if s.MaxSendRate != 0 {
+		t.Errorf("SES_MAX_SEND_RATE unset: %v, want 0 (SES tells)", s.MaxSendRate)
+	}
+	if s, err := Load(env(with("SES_MAX_SEND_RATE", "14"))); err != nil || s.MaxSendRate != 14 {
+		t.Errorf("SES_MAX_SEND_RATE=14: %v, %v", s.MaxSendRate, err)
 	}
 	s, err = Load(env(with("RETENTION_DAYS", "45")))
 	if err != nil || s.Retention != 45*24*time.Hour {

@@ -52,9 +52,11 @@ func roleOf(t *testing.T, c *cfnTemplate, function string) string {
 // And ses:SendEmail: SES authorises a send against the recipient's
 // identity too while the account is in the sandbox, so the worker's grant
 // names none and holds the From address by condition instead
-// (TestTheWorkerSendsOnlyAsMailFromIdentity).
+// (TestTheWorkerSendsOnlyAsMailFromIdentity). And ses:GetAccount, which
+// has no resource: the account's sending quota.
 var wildcardResources = map[string]bool{
 	"ses:SendEmail":         true,
+	"ses:GetAccount":        true,
 	"xray:PutTraceSegments": true, "xray:PutTelemetryRecords": true,
 	"ec2:CreateNetworkInterface": true, "ec2:DescribeNetworkInterfaces": true, "ec2:DescribeSubnets": true,
 	"ec2:DeleteNetworkInterface": true, "ec2:AssignPrivateIpAddresses": true, "ec2:UnassignPrivateIpAddresses": true,
@@ -157,6 +159,7 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 		c := translation(t, set)
 		vpc := c.condition(t, "UseVpc")
 		queue := "arn:aws:sqs:us-east-1:123456789012:jobboard-status-events"
+		accountQueue := "arn:aws:sqs:us-east-1:123456789012:jobboard-account-emails"
 		webhookQueue := "arn:aws:sqs:us-east-1:123456789012:jobboard-webhook-events"
 		feedbackQueue := "arn:aws:sqs:us-east-1:123456789012:jobboard-feedback"
 		secret := c.Values["DatabaseSecretArn"]
@@ -164,17 +167,22 @@ func TestIAMAfterTheDeploy(t *testing.T) {
 		want := map[string]map[string][]string{
 			"ApiFunction": {
 				"secretsmanager:GetSecretValue": {secret, "JwtSecret", "WebhookSealingKey"},
-				"sqs:SendMessage":               {queue, webhookQueue},
+				"sqs:SendMessage":               {queue, accountQueue, webhookQueue},
 			},
 			"WorkerFunction": {
 				"secretsmanager:GetSecretValue": {secret},
-				"sqs:ReceiveMessage":            {queue}, "sqs:DeleteMessage": {queue}, "sqs:GetQueueAttributes": {queue},
-				"sqs:ChangeMessageVisibility": {queue},
-				"ses:SendEmail":               {"*"},
+				"sqs:ReceiveMessage":            {queue, accountQueue}, "sqs:DeleteMessage": {queue, accountQueue},
+				"sqs:GetQueueAttributes":      {queue, accountQueue},
+				"sqs:ChangeMessageVisibility": {queue, accountQueue},
+				// A record whose send slot is far goes back as a new message.
+				"sqs:SendMessage": {queue, accountQueue},
+				"ses:SendEmail":   {"*"},
+				// The account's MaxSendRate, which paces the sends.
+				"ses:GetAccount": {"*"},
 			},
 			"SweeperFunction": {
 				"secretsmanager:GetSecretValue": {secret},
-				"sqs:SendMessage":               {queue, webhookQueue},
+				"sqs:SendMessage":               {queue, accountQueue, webhookQueue},
 			},
 			// Its queue and its secrets, nothing else: no SES, no other
 			// queue. It sends to its own queue the deliveries it puts off.
@@ -460,7 +468,7 @@ func TestRehearsalStandInsCheckTheSchemas(t *testing.T) {
 			"      Description: HMAC key that signs the API's JWTs (generated; never in the template).\n      Rotation: weekly\n",
 			"JwtSecret (AWS::SecretsManager::Secret): missing required [], unknown ['Rotation']"},
 		{"missing required property",
-			"      Queues:\n        - !Ref StatusEventsQueue\n        - !Ref StatusEventsDLQ\n",
+			"      Queues:\n        - !Ref StatusEventsQueue\n        - !Ref StatusEventsDLQ\n        - !Ref AccountEmailsQueue\n        - !Ref AccountEmailsDLQ\n",
 			"",
 			"StatusEventsQueuesPolicy (AWS::SQS::QueuePolicy): missing required ['Queues']"},
 		{"both of an either-or pair",

@@ -123,6 +123,7 @@ var alternativeValues = map[string]string{
 	"DatabaseSslRootCert":        "unverified",
 	"CorsAllowedOrigins":         "https://other.example.com",
 	"WebhookDatabaseSecretArn":   "arn:aws:secretsmanager:us-east-1:123456789012:secret:webhooks-AbC123",
+	"SesMaxSendRate":             "14",
 }
 
 // changeBase is the set a parameter is changed in: production (a VPC, a
