@@ -4,7 +4,8 @@
 //
 //  1. claim the event id with a lease, and load the application (one short
 //     statement);
-//  2. send the email, with no transaction open and no connection held;
+//  2. send the email at a send slot of the shared schedule (pacing.go),
+//     with no transaction open and no connection held;
 //  3. record the outcome, guarded by the lease token (one short statement),
 //     or release the claim if the email did not leave, so a retry can send.
 //

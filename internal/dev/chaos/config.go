@@ -79,6 +79,12 @@ type Config struct {
 	// for good and one an address whose owner complains (see
 	// feedbackAddress). Zero: none.
 	FeedbackEvery int
+
+	// SendRate, when positive, puts SES's sending quota in front of the
+	// SES stand-in (internal/dev/quota): that many sends a second, a
+	// bucket of half a second's, 429 above it, and GetAccount telling the
+	// rate, which the workers pace their sends at. Zero: no quota.
+	SendRate float64
 }
 
 // Short is the configuration `go test` runs: every fault kind once or
@@ -176,6 +182,7 @@ func (c Config) validate() error {
 	check(c.SettleTimeout > 0, "SettleTimeout must be positive")
 	check(c.ProbeEvents >= 1 && c.ProbeStale >= 1, "the retention probe needs events")
 	check(c.FeedbackEvery == 0 || c.FeedbackEvery >= 3, "FeedbackEvery must be 0 (none) or at least 3")
+	check(c.SendRate >= 0, "SendRate must be 0 (no quota) or positive")
 	return errors.Join(errs...)
 }
 

@@ -301,6 +301,11 @@ func (r *run) phases(ctx context.Context) error {
 	r.logf("verdict: %d committed, %d emails, %d lost, %d duplicates inside the window, %d outside, %d superseded, %d out of order (%d outside the window); %d suppressed, %d feedback records applied",
 		rep.EventsCommitted, rep.Emails, len(rep.Lost), len(rep.Inside), len(rep.Outside), len(rep.Superseded),
 		len(v.OutOfOrder), len(rep.OrderOutside), rep.Suppressed, rep.FeedbackApplied)
+	if q := r.st.sesQuota; q != nil {
+		st := q.Stats(time.Time{})
+		r.logf("SES quota %g/s: %d sends asked for, %d throttled (429), at most %d within a second",
+			r.cfg.SendRate, st.Calls, st.Throttled, st.MaxCallsPerSecond)
+	}
 
 	// The retention probe.
 	probe, err := probeRetention(ctx, st, r.rng, afterRedrive, committed, r.inj.sqs.watchFor)

@@ -18,6 +18,7 @@ import (
 	"github.com/jobboard/jobboard/internal/dev/faultproxy"
 	"github.com/jobboard/jobboard/internal/dev/localaws"
 	"github.com/jobboard/jobboard/internal/dev/localhost"
+	"github.com/jobboard/jobboard/internal/dev/quota"
 )
 
 // mailFrom is the sender of the run's emails.
@@ -32,8 +33,11 @@ type stack struct {
 
 	sqsServer, sesServer *localaws.Server
 	sqsProxy, sesProxy   *faultproxy.Proxy
-	sqs                  *sqs.Client // straight to the stand-in, never through the proxy
-	queueURL, dlqURL     string
+	// sesQuota is SES's sending quota between sesProxy and the stand-in,
+	// when Config.SendRate asks for one.
+	sesQuota         *quota.Proxy
+	sqs              *sqs.Client // straight to the stand-in, never through the proxy
+	queueURL, dlqURL string
 	// webhookQueueURL is the webhook deliveries' queue (webhook_run.go); the
 	// sweeper needs it in every run.
 	webhookQueueURL string
@@ -87,7 +91,14 @@ func startServices(ctx context.Context, cfg Config, st *stack) error {
 	if st.sqsProxy, err = faultproxy.Start(ctx, st.sqsServer.Endpoint); err != nil {
 		return err
 	}
-	if st.sesProxy, err = faultproxy.Start(ctx, st.sesServer.Endpoint); err != nil {
+	ses := st.sesServer.Endpoint
+	if cfg.SendRate > 0 {
+		if st.sesQuota, err = quota.Start(ctx, ses, quota.Quota{Rate: cfg.SendRate, Burst: max(cfg.SendRate/2, 1)}); err != nil {
+			return err
+		}
+		ses = st.sesQuota.URL
+	}
+	if st.sesProxy, err = faultproxy.Start(ctx, ses); err != nil {
 		return err
 	}
 	st.sqs = localaws.NewSQSClient(st.sqsServer.Endpoint)
@@ -206,6 +217,9 @@ func (st *stack) close() error {
 		if p != nil {
 			errs = append(errs, p.Close())
 		}
+	}
+	if st.sesQuota != nil {
+		errs = append(errs, st.sesQuota.Close())
 	}
 	for _, s := range []*localaws.Server{st.sqsServer, st.sesServer} {
 		if s != nil {

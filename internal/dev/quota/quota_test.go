@@ -13,7 +13,7 @@ import (
 // queue, though the burst is far above the quota; every event is emailed
 // once.
 func TestPacingSharedByWorkers(t *testing.T) {
-	q := quota.Quota{Rate: 40, Burst: 10, Latency: 20 * time.Millisecond}
+	q := quota.Quota{Rate: 40, Burst: 20, Latency: 20 * time.Millisecond}
 	s := newScenario(t, q)
 	s.startWorkers(3)
 	evs := s.statusEvents(240)

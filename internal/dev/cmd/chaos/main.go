@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	bin := fs.String("bin", "", "a folder with prebuilt api, worker, sweeper and webhook binaries (default: build them)")
 	logs := fs.String("logs", "", "where to keep every process's log and the verdict (default: "+defaultLogs+"/<start time>)")
 	only := fs.String("only", "", "run only one of the runs: email or webhooks (default: both, email first)")
+	sendRate := fs.Float64("quota", 0, "the email run's SES sending quota, sends a second (a 429 above it; the workers pace at it); 0: none")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -69,6 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		*logs = filepath.Join(defaultLogs, time.Now().UTC().Format("20060102T150405Z"))
 	}
 	cfg.BinDir, cfg.LogDir, cfg.Out = *bin, *logs, stdout
+	cfg.SendRate = *sendRate
 
 	if *only != "webhooks" {
 		rep, err := chaos.Run(ctx, cfg)
