@@ -144,3 +144,12 @@ type SearchAnswer struct {
 	Err     error
 	Sent    []string
 }
+
+// SearchFunctionCall returns the call of migration 012's function that
+// SearchJobs sends for f without an actor when its pool sends no named
+// prepared statement, and its arguments ("" when f's search has none).
+func (db *DB) SearchFunctionCall(f jobboard.JobFilter) (string, []any) {
+	rows := pageLimit(f.Limit) + 1
+	s := planSearch(nil, f, rows, chooseStretch(f, rows))
+	return s.function, s.functionArgs
+}

@@ -10,16 +10,24 @@
 -- word for word but for parameter names (the file and constant are named
 -- above each); TestProxySafeFunctionsAnswerAsTheirStatements holds each to
 -- answering exactly what its statement answers, in every query exec mode.
--- Their columns are jobColumns, in order, after the search's version and
--- searchable.
+-- They return rows of named types, whose columns are jobColumns in order
+-- (job_row), after the search's version and searchable (job_listing_row):
+-- a call of a function that returns a named type is cheaper to plan than
+-- one whose RETURNS TABLE PostgreSQL expands from the function's own
+-- definition on every call (docs/performance.md).
+
+CREATE TYPE job_row AS (id bigint, company_id bigint, title text, description text,
+    location text, remote boolean, employment_type text, salary_min bigint, salary_max bigint,
+    salary_currency text, status text, created_at timestamptz, updated_at timestamptz);
+CREATE TYPE job_listing_row AS (version bigint, searchable boolean, id bigint,
+    company_id bigint, title text, description text, location text, remote boolean,
+    employment_type text, salary_min bigint, salary_max bigint, salary_currency text,
+    status text, created_at timestamptz, updated_at timestamptz);
 
 -- jobSQL without an actor (openJobSQL, job.go): an open job.
 CREATE FUNCTION job_open(p_id bigint)
-RETURNS TABLE (id bigint, company_id bigint, title text, description text, location text,
-    remote boolean, employment_type text, salary_min bigint, salary_max bigint,
-    salary_currency text, status text, created_at timestamptz, updated_at timestamptz)
+RETURNS SETOF job_row
 LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
 BEGIN
     RETURN QUERY
     SELECT j.id, j.company_id, j.title, j.description, j.location, j.remote,
@@ -33,11 +41,8 @@ $$;
 -- jobSQL (job.go): an open job, or a closed one to a member of its
 -- company (p_user) with a live session (p_session).
 CREATE FUNCTION job_for_member(p_id bigint, p_user bigint, p_session timestamptz)
-RETURNS TABLE (id bigint, company_id bigint, title text, description text, location text,
-    remote boolean, employment_type text, salary_min bigint, salary_max bigint,
-    salary_currency text, status text, created_at timestamptz, updated_at timestamptz)
+RETURNS SETOF job_row
 LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
 BEGIN
     RETURN QUERY
     SELECT j.id, j.company_id, j.title, j.description, j.location, j.remote,
@@ -59,11 +64,8 @@ CREATE FUNCTION update_job(p_id bigint, p_user bigint, p_title text, p_descripti
     p_location text, p_remote boolean, p_employment_type text, p_set_salary boolean,
     p_salary_min bigint, p_salary_max bigint, p_salary_currency text, p_status text,
     p_session timestamptz)
-RETURNS TABLE (id bigint, company_id bigint, title text, description text, location text,
-    remote boolean, employment_type text, salary_min bigint, salary_max bigint,
-    salary_currency text, status text, created_at timestamptz, updated_at timestamptz)
+RETURNS SETOF job_row
 LANGUAGE plpgsql VOLATILE AS $$
-#variable_conflict use_column
 BEGIN
     RETURN QUERY
     UPDATE jobs AS j
@@ -91,12 +93,8 @@ $$;
 -- own, with a plan of its own. An empty page is one row of NULLs beside
 -- the version.
 CREATE FUNCTION search_open_jobs(p_after bigint, p_rows bigint)
-RETURNS TABLE (version bigint, searchable boolean, id bigint, company_id bigint, title text,
-    description text, location text, remote boolean, employment_type text, salary_min bigint,
-    salary_max bigint, salary_currency text, status text, created_at timestamptz,
-    updated_at timestamptz)
+RETURNS SETOF job_listing_row
 LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
 DECLARE
     v bigint;
 BEGIN
@@ -136,12 +134,8 @@ $$;
 -- gave), at most p_rows of them, newest first. An empty page is one row of
 -- NULLs beside the version and searchable.
 CREATE FUNCTION search_open_jobs_window(p_query text, p_after bigint, p_window bigint, p_rows bigint)
-RETURNS TABLE (version bigint, searchable boolean, id bigint, company_id bigint, title text,
-    description text, location text, remote boolean, employment_type text, salary_min bigint,
-    salary_max bigint, salary_currency text, status text, created_at timestamptz,
-    updated_at timestamptz)
+RETURNS SETOF job_listing_row
 LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
 DECLARE
     v bigint;
     s boolean;
