@@ -145,7 +145,7 @@ type SearchAnswer struct {
 	Sent    []string
 }
 
-// SearchFunctionCall returns the call of migration 012's function that
+// SearchFunctionCall returns the call of migration 014's function that
 // SearchJobs sends for f without an actor when its pool sends no named
 // prepared statement, and its arguments ("" when f's search has none).
 func (db *DB) SearchFunctionCall(f jobboard.JobFilter) (string, []any) {
