@@ -20,7 +20,7 @@ import (
 // BenchmarkProxySafeFunctions: what the hot reads cost in exec (the mode
 // behind RDS Proxy, no named prepared statement) against pgx's default
 // mode (prepared), sent as statements and as the functions of migration
-// 012, beside the floor of the mode: SELECT 1, which has nothing to plan,
+// 014, beside the floor of the mode: SELECT 1, which has nothing to plan,
 // in exec against prepared. Each way runs on its own connection (one per
 // mode and way, so that each keeps its own plans), alternately, each
 // leading in turn, over 100,000 seeded jobs: an anonymous job read and the
