@@ -19,6 +19,13 @@ import (
 // store interfaces of package jobboard.
 type DB struct {
 	pool *pgxpool.Pool
+	// functions tells a pool whose mode sends no named prepared statement
+	// (every mode but cache_statement): it calls the hot statements' PL/pgSQL
+	// functions (migration 014), whose plans PostgreSQL caches per database
+	// session, rather than sending them to be parsed and planned on every
+	// request. A pool that prepares named statements runs the statements
+	// themselves, whose generic plans it keeps per connection.
+	functions bool
 }
 
 // Open connects a pool to the database at url. Options adjust the pool
@@ -40,7 +47,7 @@ func Open(ctx context.Context, url string, options ...func(*pgxpool.Config)) (*D
 		pool.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	return &DB{pool: pool}, nil
+	return &DB{pool: pool, functions: cfg.ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement}, nil
 }
 
 // WithStatementTimeout makes the server cancel any statement of the pool

@@ -29,7 +29,7 @@ func (s TunedSearch) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jo
 	if s.Trace != nil {
 		conn = tracingConn{s.pool, s.Trace}
 	}
-	return searchJobs(ctx, conn, actor, f, stretch)
+	return searchJobs(ctx, conn, s.functions, actor, f, stretch)
 }
 
 // tracingConn is a searchConn that tells trace every statement that reads
@@ -109,4 +109,47 @@ func (db *DB) SearchStatements(f jobboard.JobFilter) (header string, headerArgs 
 	rows := pageLimit(f.Limit) + 1
 	s := planSearch(nil, f, rows, chooseStretch(f, rows))
 	return s.header, s.headerArgs, s.page, s.args
+}
+
+// FunctionPair is a statement and the call of the function of migration
+// 012 that stands for it, which take the same arguments.
+type FunctionPair struct{ Name, Statement, Function string }
+
+// FunctionPairs are the statements that DB.functions replaces by a call,
+// but those of the search (see SearchJobsBothWays).
+var FunctionPairs = []FunctionPair{
+	{"job read, anonymous", openJobSQL, jobOpenFunctionSQL},
+	{"job read, a member", jobSQL, jobForMemberFunctionSQL},
+	{"job update", updateJobSQL, updateJobFunctionSQL},
+}
+
+// SearchJobsBothWays runs SearchJobs for f through its statements and
+// through the functions of migration 014, in the pool's mode, and returns
+// both answers and what each sent.
+func (db *DB) SearchJobsBothWays(ctx context.Context, actor *jobboard.Actor, f jobboard.JobFilter) (statements, functions SearchAnswer) {
+	for _, way := range []struct {
+		functions bool
+		answer    *SearchAnswer
+	}{{false, &statements}, {true, &functions}} {
+		conn := tracingConn{db.pool, func(sql string, _ []any, _ bool) { way.answer.Sent = append(way.answer.Sent, sql) }}
+		way.answer.Listing, way.answer.Err = searchJobs(ctx, conn, way.functions, actor, f, chooseStretch(f, pageLimit(f.Limit)+1))
+	}
+	return statements, functions
+}
+
+// SearchAnswer is what SearchJobs answered and the statements it sent
+// that read jobs.
+type SearchAnswer struct {
+	Listing jobboard.JobListing
+	Err     error
+	Sent    []string
+}
+
+// SearchFunctionCall returns the call of migration 014's function that
+// SearchJobs sends for f without an actor when its pool sends no named
+// prepared statement, and its arguments ("" when f's search has none).
+func (db *DB) SearchFunctionCall(f jobboard.JobFilter) (string, []any) {
+	rows := pageLimit(f.Limit) + 1
+	s := planSearch(nil, f, rows, chooseStretch(f, rows))
+	return s.function, s.functionArgs
 }

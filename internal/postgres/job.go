@@ -107,13 +107,26 @@ SELECT ` + jobColumns + `
 FROM jobs j
 WHERE j.id = $1 AND j.status = 'open'`
 
+// jobOpenFunctionSQL and jobForMemberFunctionSQL are openJobSQL and jobSQL
+// as the functions of migration 014 (see DB.functions).
+const (
+	jobOpenFunctionSQL      = `SELECT * FROM job_open($1)`
+	jobForMemberFunctionSQL = `SELECT * FROM job_for_member($1, $2, $3)`
+)
+
 // Job returns an open job, or a closed one to a member of its company. actor
 // may be nil; a session that has ended is answered as to anyone. Errors:
 // jobboard.ErrNotFound.
 func (db *DB) Job(ctx context.Context, actor *jobboard.Actor, id int64) (jobboard.Job, error) {
 	sql, args := jobSQL, []any{id, actorID(actor), sessionOf(actor)}
+	if db.functions {
+		sql = jobForMemberFunctionSQL
+	}
 	if actor == nil {
 		sql, args = openJobSQL, args[:1]
+		if db.functions {
+			sql = jobOpenFunctionSQL
+		}
 	}
 	rows, _ := db.pool.Query(ctx, sql, args...)
 	j, err := pgx.CollectExactlyOneRow(rows, scanJob)
@@ -153,6 +166,10 @@ var updateJobSQL = updateJobSetSQL + `
 WHERE j.id = $1 AND ` + jobMemberSessionSQL + `
 RETURNING ` + jobColumns
 
+// updateJobFunctionSQL is updateJobSQL as the function of migration 014
+// (see DB.functions).
+const updateJobFunctionSQL = `SELECT * FROM update_job($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+
 // UpdateJob applies a patch to a job of a company the actor is a member
 // of, in one statement: on its own, or in the unit's keyed write. The patch is judged before: the fields it leaves keep valid
 // values (see jobboard.JobPatch.Validate). Errors: a
@@ -190,7 +207,11 @@ func (u *unit) UpdateJob(ctx context.Context, actor jobboard.Actor, id int64, p 
 			return scanJobWith(row, &was, &emitted)
 		})
 	} else {
-		rows, _ := q.Query(ctx, updateJobSQL, args...)
+		sql := updateJobSQL
+		if u.db.functions {
+			sql = updateJobFunctionSQL
+		}
+		rows, _ := q.Query(ctx, sql, args...)
 		updated, err = pgx.CollectExactlyOneRow(rows, scanJob)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -81,7 +81,7 @@ import (
 // jobboard.ErrTimeout, and database errors.
 func (db *DB) SearchJobs(ctx context.Context, actor *jobboard.Actor, f jobboard.JobFilter) (jobboard.JobListing, error) {
 	// One row more than the page tells whether another page follows.
-	return searchJobs(ctx, db.pool, actor, f, chooseStretch(f, pageLimit(f.Limit)+1))
+	return searchJobs(ctx, db.pool, db.functions, actor, f, chooseStretch(f, pageLimit(f.Limit)+1))
 }
 
 // searchConn is what a search sends its statements through: the pool.
@@ -92,8 +92,10 @@ type searchConn interface {
 
 // searchJobs is SearchJobs through conn, with a text search checking
 // stretch ids or jobs one by one before it asks the text index (0: none,
-// the text index at once; see chooseStretch).
-func searchJobs(ctx context.Context, conn searchConn, actor *jobboard.Actor, f jobboard.JobFilter, stretch int) (jobboard.JobListing, error) {
+// the text index at once; see chooseStretch). With functions, the
+// statements that have a function of migration 014 call it (see
+// DB.functions).
+func searchJobs(ctx context.Context, conn searchConn, functions bool, actor *jobboard.Actor, f jobboard.JobFilter, stretch int) (jobboard.JobListing, error) {
 	limit := pageLimit(f.Limit)
 	s := planSearch(actor, f, limit+1, stretch)
 	var (
@@ -103,9 +105,12 @@ func searchJobs(ctx context.Context, conn searchConn, actor *jobboard.Actor, f j
 		complete   = s.complete
 		err        error
 	)
-	if s.fixedPlan {
+	switch {
+	case functions && s.function != "":
+		found, err = searchFunction(ctx, conn, s, &listing.Version, &searchable)
+	case s.fixedPlan:
 		found, err = searchFixed(ctx, conn, s, &listing.Version, &searchable)
-	} else {
+	default:
 		found, err = searchPlanned(ctx, conn, s, &listing.Version, &searchable, &complete)
 	}
 	if err != nil {
@@ -153,6 +158,14 @@ func searchFixed(ctx context.Context, conn searchConn, s search, version *int64,
 	return found, conn.SendBatch(ctx, b).Close()
 }
 
+// searchFunction runs a search whose header and page have a function of
+// migration 014 (search.function), which answers them as one call. It
+// sets version and searchable from the columns beside the page.
+func searchFunction(ctx context.Context, conn searchConn, s search, version *int64, searchable *bool) ([]jobboard.Job, error) {
+	rows, _ := conn.Query(ctx, s.function, s.functionArgs...)
+	return collectListed(rows, version, searchable)
+}
+
 // searchPlanned runs a search with filters: searchPageSQL sent unnamed
 // (QueryExecModeExec), so that PostgreSQL plans it with this request's
 // values every time. A named prepared statement (pgx's default) may be
@@ -162,8 +175,14 @@ func searchFixed(ctx context.Context, conn searchConn, s search, version *int64,
 // beside the page, and complete.
 func searchPlanned(ctx context.Context, conn searchConn, s search, version *int64, searchable, complete *bool) ([]jobboard.Job, error) {
 	rows, _ := conn.Query(ctx, s.page, append([]any{pgx.QueryExecModeExec}, s.args...)...)
+	return collectListed(rows, version, searchable, complete)
+}
+
+// collectListed reads the rows of a page with columns beside it, read into
+// beside (see scanListedJob).
+func collectListed(rows pgx.Rows, beside ...any) ([]jobboard.Job, error) {
 	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*jobboard.Job, error) {
-		return scanListedJob(row, version, searchable, complete)
+		return scanListedJob(row, beside...)
 	})
 	found := make([]jobboard.Job, 0, len(jobs))
 	for _, j := range jobs {
@@ -174,10 +193,11 @@ func searchPlanned(ctx context.Context, conn searchConn, s search, version *int6
 	return found, err
 }
 
-// scanListedJob reads a row of searchPageSQL: the columns beside the page
-// into version, searchable and complete, and the job, or nil for the row
-// of NULLs of an empty page.
-func scanListedJob(row pgx.CollectableRow, version *int64, searchable, complete *bool) (*jobboard.Job, error) {
+// scanListedJob reads a row of searchPageSQL or of a search function: the
+// columns before the job's into beside (version, searchable, and for
+// searchPageSQL complete), and the job, or nil for the row of NULLs of an
+// empty page.
+func scanListedJob(row pgx.CollectableRow, beside ...any) (*jobboard.Job, error) {
 	var (
 		id       *int64
 		j        jobboard.Job
@@ -190,8 +210,8 @@ func scanListedJob(row pgx.CollectableRow, version *int64, searchable, complete 
 		employmentType, status       *string
 		createdAt, updatedAt         *time.Time
 	)
-	err := row.Scan(version, searchable, complete, &id, &companyID, &title, &description, &location,
-		&remote, &employmentType, &lo, &hi, &currency, &status, &createdAt, &updatedAt)
+	err := row.Scan(append(beside, &id, &companyID, &title, &description, &location,
+		&remote, &employmentType, &lo, &hi, &currency, &status, &createdAt, &updatedAt)...)
 	if err != nil || id == nil {
 		return nil, err
 	}
@@ -221,6 +241,11 @@ type search struct {
 	// id of the stretch it walked, when known. searchPageSQL tells its own.
 	complete bool
 	below    *int64
+	// function, when not empty, is the call of migration 014's function
+	// that answers header and page (with functionArgs), for a pool that
+	// sends no named prepared statement (searchFunction).
+	function     string
+	functionArgs []any
 }
 
 // filtered reports whether f has a filter other than the words and the
@@ -280,9 +305,14 @@ func planSearch(actor *jobboard.Actor, f jobboard.JobFilter, rows, stretch int) 
 		s.header, s.headerArgs = fmt.Sprintf(searchHeaderSQL, fmt.Sprintf(searchSearchableSQL, 1)), []any{q}
 	}
 	var b searchBuilder
+	var after *int64
+	if f.After > 0 {
+		after = &f.After
+	}
 	if q == "" {
 		conditions(&b, actor, f, false)
 		s.page, s.args = fmt.Sprintf(searchListingSQL, strings.Join(b.where, "\n  AND "), rows), b.args
+		s.function, s.functionArgs = searchOpenJobsFunctionSQL, []any{after, rows}
 		return s
 	}
 	if stretch == 0 {
@@ -304,6 +334,7 @@ func planSearch(actor *jobboard.Actor, f jobboard.JobFilter, rows, stretch int) 
 	}
 	s.page = fmt.Sprintf(searchWindowSQL, strings.Join(append([]string{text}, b.where...), "\n  AND "), lowest, rows)
 	s.args = b.args
+	s.function, s.functionArgs = searchOpenJobsWindowFunctionSQL, []any{q, after, window, rows}
 	return s
 }
 

@@ -126,6 +126,16 @@ LIMIT %[2]d`
 	searchSearchableSQL = `querytree(websearch_to_tsquery('english', $%d)) <> 'T'`
 )
 
+// searchOpenJobsFunctionSQL and searchOpenJobsWindowFunctionSQL are
+// searchHeaderSQL followed by searchListingSQL or searchWindowSQL, for a
+// search without filters, as the functions of migration 014 (see
+// DB.functions): $1 the words (the window only), then the cursor (NULL
+// for the first page), the window and the rows of the page.
+const (
+	searchOpenJobsFunctionSQL       = `SELECT * FROM search_open_jobs($1, $2)`
+	searchOpenJobsWindowFunctionSQL = `SELECT * FROM search_open_jobs_window($1, $2, $3, $4)`
+)
+
 // searchIndexSQL answers the rest of a text search through the text
 // index: the jobs below %[2]s (the stretch already walked) that meet the
 // filters and the words (%[1]s). The stretch has just shown the words to

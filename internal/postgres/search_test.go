@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobboard/jobboard/internal/jobboard"
 	"github.com/jobboard/jobboard/internal/postgres"
@@ -415,14 +416,84 @@ func rowsRead(t *testing.T, db *pgtest.DB, f jobboard.JobFilter) (read, generic 
 		t.Fatal(err)
 	}
 	for _, st := range ran {
-		n := jobsRead(t, explain(t, db, st.sql, st.args, false))
+		n := plansRead(t, db, st.sql, st.args, false)
 		read += n
 		if st.fixed {
-			n = jobsRead(t, explain(t, db, st.sql, st.args, true))
+			n = plansRead(t, db, st.sql, st.args, true)
 		}
 		generic += n
 	}
 	return read, generic, page
+}
+
+// plansRead returns the rows of jobs that the plans of sql with args read
+// (see explain): of its own plan, or, for a call of a function of
+// migration 014, of the plans of the statements the function runs.
+func plansRead(t *testing.T, db *pgtest.DB, sql string, args []any, generic bool) int {
+	t.Helper()
+	if !strings.HasPrefix(sql, "SELECT * FROM ") {
+		return jobsRead(t, explain(t, db, sql, args, generic))
+	}
+	n := 0
+	for _, plan := range explainInside(t, db, sql, args, generic) {
+		n += jobsRead(t, plan)
+	}
+	return n
+}
+
+// explainInside runs sql, a call of a PL/pgSQL function, on a connection
+// of its own (the server's superuser's) under auto_explain, and returns the plans (as explain does)
+// of every statement the function ran, which auto_explain logs to the
+// client. With generic, they are the generic plans (plan_cache_mode
+// force_generic_plan); else the first plans of a session, made for the
+// values.
+func explainInside(t *testing.T, db *pgtest.DB, sql string, args []any, generic bool) []json.RawMessage {
+	t.Helper()
+	ctx := context.Background()
+	// LOAD 'auto_explain' takes a superuser: the server's user, in db's
+	// database.
+	cfg, err := pgx.ParseConfig(pgtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := pgx.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = own.Database
+	var plans []json.RawMessage
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		_, logged, ok := strings.Cut(n.Message, "plan:\n")
+		var entry struct {
+			Query string          `json:"Query Text"`
+			Plan  json.RawMessage `json:"Plan"`
+		}
+		if ok && json.Unmarshal([]byte(logged), &entry) == nil && entry.Query != sql {
+			plans = append(plans, entry.Plan)
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	setup := "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; " +
+		"SET auto_explain.log_nested_statements = on; SET auto_explain.log_format = json; SET client_min_messages = log"
+	if generic {
+		setup += "; SET plan_cache_mode = force_generic_plan"
+	}
+	if _, err := conn.Exec(ctx, setup); err != nil {
+		t.Fatalf("%s: %v", setup, err)
+	}
+	rows, _ := conn.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if len(plans) == 0 {
+		t.Fatalf("%s: auto_explain logged no plan of the statements inside", sql)
+	}
+	return plans
 }
 
 // explain returns the plan of EXPLAIN ANALYZE of sql with args: the plan
