@@ -104,15 +104,26 @@ chaos: $(LOCALAWS)
 
 ## test: lint, govulncheck against the pinned vulnerability database (the
 ## same verdict for the same commit on any day; `make vuln` asks the live
-## one), then every test with the race detector, then the store's tests
-## again in the query exec mode that RDS Proxy needs (PROXY_QUERY_EXEC_MODE,
-## see docs/performance.md), where a connection left holding a named
-## prepared statement fails its test.
+## one), then every test with the race detector and, beside it, the store's
+## tests again in the query exec mode that RDS Proxy needs
+## (PROXY_QUERY_EXEC_MODE, see docs/performance.md), where a connection left
+## holding a named prepared statement fails its test. The second pass waits
+## on PostgreSQL rather than the CPU, so it runs alongside the first (its
+## output follows). Packages run four at a time, twice the cores of a small
+## machine: the longest (internal/dev/...) mostly wait on the processes they
+## start, and two of them at a time held both of -p 2's slots while nothing
+## else built or ran (see docs/development.md, "What make test costs").
 PROXY_QUERY_EXEC_MODE ?= exec
+TEST_EXEC_LOG         := build/test-$(PROXY_QUERY_EXEC_MODE)-mode.log
 test: lint vuln-pinned $(LOCALAWS) $(WEBHOOK_VERIFIER) $(AWS_LAMBDA_RIE)
+	mkdir -p build
 	JOBBOARD_PYTHON=$$($(PYTOOLS)) && export JOBBOARD_PYTHON && \
-	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) bash -c '$(GO) test -race -count=1 -timeout 30m ./... && \
-		TEST_DATABASE_QUERY_EXEC_MODE=$(PROXY_QUERY_EXEC_MODE) $(GO) test -race -count=1 ./internal/postgres/...'
+	AWS_LAMBDA_RIE=$(AWS_LAMBDA_RIE) $(WITH_PG) bash -c ' \
+		TEST_DATABASE_QUERY_EXEC_MODE=$(PROXY_QUERY_EXEC_MODE) $(GO) test -race -count=1 ./internal/postgres/... >$(TEST_EXEC_LOG) 2>&1 & store=$$!; \
+		$(GO) test -race -count=1 -p 4 -timeout 30m ./...; all=$$?; \
+		wait $$store; again=$$?; \
+		echo "== the store again, in $(PROXY_QUERY_EXEC_MODE) mode:"; cat $(TEST_EXEC_LOG); \
+		[ $$all = 0 ] && [ $$again = 0 ]'
 
 ## vuln: govulncheck over every package against the public vulnerability
 ## database, or the pinned one when the public one cannot be reached; fails

@@ -21,9 +21,15 @@ import (
 // any duplicate outside the documented window, any second email from the
 // redrive or the retention probe, or a stack that does not settle.
 func TestShortRunKeepsTheEmailPromise(t *testing.T) {
+	t.Parallel() // the two short runs mostly wait (on faults, on settling): side by side they take the time of one
+	bin, err := chaos.BuildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := chaos.Short()
 	cfg.ServerURL = pgtest.ServerURL()
 	cfg.Seed = time.Now().UnixNano()
+	cfg.BinDir = bin
 	cfg.Out = &lineLogger{t: t}
 	cfg.LogDir = filepath.Join(t.TempDir(), "logs") // as `make chaos` names one
 

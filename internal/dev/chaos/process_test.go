@@ -1,12 +1,14 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,8 +27,27 @@ func TestMain(m *testing.M) {
 	case "crash":
 		os.Exit(3)
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "jobboard-chaos-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sharedBinDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
+
+// sharedBinDir holds the functions' binaries that the chaos runs of this
+// test process share (TestMain removes it).
+var sharedBinDir string
+
+// BuildOnce builds the functions into one folder for every run of this test
+// process and returns it: the runs' own builds would link the same five
+// binaries again, each time.
+var BuildOnce = sync.OnceValues(func() (string, error) {
+	return sharedBinDir, buildBinaries(context.Background(), sharedBinDir)
+})
 
 func helperFleet(t *testing.T) *fleet {
 	t.Helper()

@@ -18,9 +18,15 @@ import (
 // webhook-ids, any request that does not verify, or a stack that does not
 // settle.
 func TestShortWebhookRunKeepsThePromise(t *testing.T) {
+	t.Parallel() // the two short runs mostly wait (on faults, on settling): side by side they take the time of one
+	bin, err := chaos.BuildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := chaos.WebhookShort()
 	cfg.ServerURL = pgtest.ServerURL()
 	cfg.Seed = time.Now().UnixNano()
+	cfg.BinDir = bin
 	cfg.Out = &lineLogger{t: t}
 
 	rep, err := chaos.RunWebhooks(context.Background(), cfg)

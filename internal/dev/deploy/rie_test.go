@@ -5,19 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,18 +62,40 @@ func rieBinary(t testing.TB) string {
 	return ""
 }
 
-// buildBootstraps compiles every function of the template (or only those
-// named) for this machine, with the flags of the Makefile's Lambda builds
-// but for the host's GOOS and GOARCH, and returns the binary of each
-// function by logical id.
+// buildBootstraps returns the bootstrap of every function of the template
+// (or of those named) by logical id, compiled for this machine with the
+// flags of the Makefile's Lambda builds but for the host's GOOS and GOARCH.
+// They are compiled once per test process, into bootstrapDir: the
+// emulator tests and every rehearsal run the same binaries, and a build of
+// their own would link them again.
 func buildBootstraps(t testing.TB, tpl *samTemplate, only ...string) map[string]string {
 	t.Helper()
 	dirs := functionDirs(t, tpl)
-	if len(only) > 0 {
-		maps.DeleteFunc(dirs, func(name, _ string) bool { return !slices.Contains(only, name) })
+	b := &sharedBootstraps
+	b.once.Do(func() { b.err = compileBootstraps(dirs) })
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	out := t.TempDir()
-	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out + string(filepath.Separator)}
+	bins := map[string]string{}
+	for name, dir := range dirs {
+		if len(only) == 0 || slices.Contains(only, name) {
+			bins[name] = filepath.Join(bootstrapDir, dir)
+		}
+	}
+	return bins
+}
+
+// bootstrapDir holds the bootstraps of this test process; TestMain makes
+// it and removes it.
+var bootstrapDir string
+
+var sharedBootstraps struct {
+	once sync.Once
+	err  error
+}
+
+func compileBootstraps(dirs map[string]string) error {
+	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bootstrapDir + string(filepath.Separator)}
 	for _, dir := range dirs {
 		args = append(args, "./functions/"+dir)
 	}
@@ -79,13 +103,41 @@ func buildBootstraps(t testing.TB, tpl *samTemplate, only ...string) map[string]
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, b)
 	}
-	bins := map[string]string{}
-	for name, dir := range dirs {
-		bins[name] = filepath.Join(out, dir)
+	return nil
+}
+
+// waitingParallel is how many tests of this package run at once unless
+// -parallel says otherwise: they spend most of their time waiting on other
+// processes (python, the emulator, make, PostgreSQL), so GOMAXPROCS of them
+// at a time leaves the machine idle.
+const waitingParallel = 6
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !flagSet("test.parallel") {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(waitingParallel, runtime.GOMAXPROCS(0)))); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
-	return bins
+	dir, err := os.MkdirTemp("", "jobboard-deploy-bootstraps-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bootstrapDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // emulator is one aws-lambda-rie process running one function. It takes

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,24 +112,6 @@ func TestWebhookSampleEvent(t *testing.T) {
 	}
 }
 
-// buildFunctions builds the functions' packages (functions/<dir>) for this
-// machine into a temporary folder and returns it.
-func buildFunctions(t *testing.T, dirs ...string) string {
-	t.Helper()
-	out := t.TempDir()
-	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-o", out + string(filepath.Separator)}
-	for _, d := range dirs {
-		args = append(args, "./functions/"+d)
-	}
-	cmd := exec.Command("go", args...)
-	cmd.Dir = repoRoot
-	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	return out
-}
-
 // The webhook function's bootstrap under the emulator, with the settings
 // of a deployment (no WEBHOOK_ALLOW_INSECURE, which Lambda refuses): an
 // endpoint made and pinged through the API's; its URL then pointed at a
@@ -142,13 +123,13 @@ func buildFunctions(t *testing.T, dirs ...string) string {
 func TestWebhookFunctionUnderTheLambdaEmulator(t *testing.T) {
 	t.Parallel()
 	rie := rieBinary(t)
-	out := buildFunctions(t, "api", "webhook")
+	bins := buildBootstraps(t, loadTemplate(t), "ApiFunction", "WebhookFunction")
 	domain := fmt.Sprintf("rie-hooks%d.example.com", time.Now().UnixNano())
 	env, _ := localEnv(t, domain)
 	hooks := localaws.NewTestQueue(t, 200, 30)
 	env["WEBHOOK_EVENTS_QUEUE_URL"] = hooks.URL
 
-	api := startEmulator(t, rie, "ApiFunction", filepath.Join(out, "api"), env)
+	api := startEmulator(t, rie, "ApiFunction", bins["ApiFunction"], env)
 	var s struct {
 		Token string `json:"token"`
 	}
@@ -181,7 +162,7 @@ func TestWebhookFunctionUnderTheLambdaEmulator(t *testing.T) {
 	// Its sessions take the role jobboard_webhooks, which the test user of
 	// pgtestdb may not; the administrator may.
 	env["DATABASE_URL"] = pgtest.AdminURL(t, env["DATABASE_URL"])
-	fn := startEmulator(t, rie, "WebhookFunction", filepath.Join(out, "webhook"), env)
+	fn := startEmulator(t, rie, "WebhookFunction", bins["WebhookFunction"], env)
 	for i, payload := range [][]byte{readEvent(t, "sqs-webhook-delivery.json", nil), mustJSON(t, relayed)} {
 		var r events.SQSEventResponse
 		if body := fn.invoke(payload); json.Unmarshal(body, &r) != nil || len(r.BatchItemFailures) != 1 {
@@ -213,11 +194,11 @@ func TestWebhookFunctionUnderTheLambdaEmulator(t *testing.T) {
 func TestTheInsecureWebhookSwitchIsRefusedInsideLambda(t *testing.T) {
 	t.Parallel()
 	rie := rieBinary(t)
-	out := buildFunctions(t, "api", "webhook")
+	bins := buildBootstraps(t, loadTemplate(t), "ApiFunction", "WebhookFunction")
 	env, _ := localEnv(t, "insecure.example.com")
 	env["WEBHOOK_ALLOW_INSECURE"] = "true"
-	for name, bin := range map[string]string{"ApiFunction": "api", "WebhookFunction": "webhook"} {
-		fn := startEmulator(t, rie, name, filepath.Join(out, bin), env)
+	for name, bin := range bins {
+		fn := startEmulator(t, rie, name, bin, env)
 		status, body := fn.call([]byte(`{}`))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		said := fn.output.Contains(ctx, `WEBHOOK_ALLOW_INSECURE = "true": for local development and tests only, refused inside Lambda`)

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,18 +29,42 @@ import (
 
 const repoRoot = "../../.."
 
-// buildFunctions builds the three functions as `make dev` does (the same
-// flags, so the same build cache) into a temporary folder.
+// buildFunctions returns the folder of the functions' binaries, built as
+// `make dev` builds them (the same flags, so the same build cache) once per
+// test process: every stack of these tests runs the same binaries, and each
+// build of its own would link all five again.
 func buildFunctions(t *testing.T) string {
 	t.Helper()
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", bin+"/", "./functions/api", "./functions/worker", "./functions/sweeper", "./functions/webhook", "./functions/feedback")
+	bin, err := sharedBuild()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// sharedBin is the folder of the shared build, removed by TestMain.
+var sharedBin string
+
+var sharedBuild = sync.OnceValues(func() (string, error) {
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", sharedBin+"/", "./functions/api", "./functions/worker", "./functions/sweeper", "./functions/webhook", "./functions/feedback")
 	build.Dir = repoRoot
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build functions: %v\n%s", err, out)
+		return "", fmt.Errorf("build functions: %w\n%s", err, out)
 	}
-	return bin
+	return sharedBin, nil
+})
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "devstack-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sharedBin = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // testConfig is a stack on free ports over the database at dbURL, with its
