@@ -106,10 +106,10 @@ func TestProxySafeFunctionsAnswerAsTheirStatements(t *testing.T) {
 				if wantCall := !filtered(f) && !postgres.SearchIndexFirst(f.Query, max(f.Limit, jobboard.DefaultPageSize)+1); called != wantCall {
 					t.Errorf("%s, %+v: sent %q; want a function called: %t", store.mode, f, functions.Sent[0], wantCall)
 				}
-				if statements.Err != nil || statements.Listing.Page.NextAfter == 0 {
+				if statements.Err != nil || statements.Listing.NextAfter == 0 {
 					break
 				}
-				f.After = statements.Listing.Page.NextAfter
+				f.After = statements.Listing.NextAfter
 			}
 		}
 	}

@@ -306,7 +306,7 @@ func (r *webhookRun) startProcesses(ctx context.Context, binDir, logDir string) 
 		return err
 	}
 	for i := range cfg.Receivers + cfg.SlowTenants {
-		rc := &receiver{index: i, port: ports[i+1], log: r.log, slow: 2 * cfg.AttemptTimeout, lag: cfg.AttemptTimeout / 2}
+		rc := &receiver{index: i, port: ports[i+1], log: r.log, base: receiverUp, slow: 2 * cfg.AttemptTimeout, lag: cfg.AttemptTimeout / 2}
 		if i >= cfg.Receivers {
 			rc.lag, rc.base = cfg.SlowAnswer, receiverLagging
 			rc.restore()
