@@ -47,8 +47,8 @@ func (h *Handler) takeSlot(ctx context.Context, msg events.SQSMessage, ev jobboa
 	if !h.paced() {
 		return slot{}, result{}, false
 	}
-	rate, err := h.c.Rate.MaxSendRate(ctx)
-	if err != nil || rate <= 0 {
+	req, ok, err := h.slotRequest(ctx, ev, h.c.StartMargin)
+	if !ok {
 		// Unpaced, as before pacing: the mail service's throttle and the
 		// backoff stand in. Said once a minute, not once a record.
 		if now := h.c.Now(); now.Sub(time.Unix(0, h.rateWarned.Load())) >= time.Minute {
@@ -58,10 +58,7 @@ func (h *Handler) takeSlot(ctx context.Context, msg events.SQSMessage, ev jobboa
 		}
 		return slot{}, result{}, false
 	}
-	interval := time.Duration(float64(time.Second) / rate)
-	deadline, _ := ctx.Deadline()
-	horizon := min(h.c.SlotHorizon, deadline.Sub(h.c.Now())-h.c.StartMargin)
-	s, err := h.c.Schedule.TakeSendSlot(ctx, jobboard.SlotRequest{Interval: interval, Horizon: max(horizon, 0), Account: jobboard.AccountMail(ev.Type)})
+	s, err := h.c.Schedule.TakeSendSlot(ctx, req)
 	if err != nil {
 		h.logRecord(ctx, slog.LevelError, "database failed; no send slot taken, will retry", msg.MessageId, ev, outcomeStoreError, "",
 			slog.String("error", err.Error()))
@@ -76,20 +73,31 @@ func (h *Handler) takeSlot(ctx context.Context, msg events.SQSMessage, ev jobboa
 	return slot{at: h.c.Now().Add(s.Wait)}, result{}, false
 }
 
+// slotRequest is ev's request for a send slot at the mail service's
+// rate, no further than the horizon nor than margin before ctx's
+// deadline; false (with the rate's error) when the rate is unknown.
+func (h *Handler) slotRequest(ctx context.Context, ev jobboard.Event, margin time.Duration) (jobboard.SlotRequest, bool, error) {
+	rate, err := h.c.Rate.MaxSendRate(ctx)
+	if err != nil || rate <= 0 {
+		return jobboard.SlotRequest{}, false, err
+	}
+	deadline, _ := ctx.Deadline()
+	horizon := min(h.c.SlotHorizon, deadline.Sub(h.c.Now())-margin)
+	return jobboard.SlotRequest{Interval: time.Duration(float64(time.Second) / rate), Horizon: max(horizon, 0),
+		Account: jobboard.AccountMail(ev.Type)}, true, nil
+}
+
 // nextSlot takes a new slot for a send that the mail service throttled,
 // within the send's time; false if there is none.
 func (h *Handler) nextSlot(ctx context.Context, ev jobboard.Event) (slot, bool) {
 	if !h.paced() {
 		return slot{}, false
 	}
-	rate, err := h.c.Rate.MaxSendRate(ctx)
-	if err != nil || rate <= 0 {
+	req, ok, _ := h.slotRequest(ctx, ev, 0)
+	if !ok {
 		return slot{}, false
 	}
-	deadline, _ := ctx.Deadline()
-	horizon := min(h.c.SlotHorizon, deadline.Sub(h.c.Now()))
-	s, err := h.c.Schedule.TakeSendSlot(ctx, jobboard.SlotRequest{
-		Interval: time.Duration(float64(time.Second) / rate), Horizon: max(horizon, 0), Account: jobboard.AccountMail(ev.Type)})
+	s, err := h.c.Schedule.TakeSendSlot(ctx, req)
 	if err != nil || !s.Taken {
 		return slot{}, false
 	}
